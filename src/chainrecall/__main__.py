@@ -1,0 +1,3 @@
+from chainrecall.cli import main
+
+main()

@@ -1,0 +1,59 @@
+"""Configuration: the only module that reads the environment.
+
+Command-line flags win over environment variables, which win over defaults.
+Secrets (webhook secrets, API keys) are read here and never logged.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import Any
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8077
+DEFAULT_MAX_BODY_BYTES = 25 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    db: str
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    github_secret: str | None = None
+    slack_signing_secret: str | None = None
+    workers: int = 1
+    insecure: bool = False
+
+    def with_overrides(self, **changes: Any) -> ServerConfig:
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    def to_env(self) -> dict[str, str]:
+        """This configuration as environment variables, for worker processes."""
+        env = {
+            "CHAINRECALL_DB": self.db,
+            "CHAINRECALL_MAX_BODY_BYTES": str(self.max_body_bytes),
+        }
+        if self.github_secret:
+            env["CHAINRECALL_GITHUB_SECRET"] = self.github_secret
+        if self.slack_signing_secret:
+            env["CHAINRECALL_SLACK_SIGNING_SECRET"] = self.slack_signing_secret
+        return env
+
+
+def server_config_from_env(db: str | None = None) -> ServerConfig:
+    env = os.environ
+    return ServerConfig(
+        db=db or env.get("CHAINRECALL_DB", "chainrecall.db"),
+        host=env.get("CHAINRECALL_HOST", DEFAULT_HOST),
+        port=int(env.get("CHAINRECALL_PORT", DEFAULT_PORT)),
+        max_body_bytes=int(env.get("CHAINRECALL_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)),
+        github_secret=env.get("CHAINRECALL_GITHUB_SECRET") or None,
+        slack_signing_secret=env.get("CHAINRECALL_SLACK_SIGNING_SECRET") or None,
+    )
+
+
+def env_value(name: str) -> str | None:
+    """One environment variable (for shells that need a value this module does not model)."""
+    return os.environ.get(name) or None

@@ -1,0 +1,23 @@
+"""Storage: the port (`base.Store`) and the one factory that names the backends."""
+
+from __future__ import annotations
+
+from chainrecall.store.base import DEFAULT_NAMESPACE, Appended, Store
+
+__all__ = ["DEFAULT_NAMESPACE", "Appended", "Store", "open_store"]
+
+
+def is_postgres_url(url: str) -> bool:
+    return url.startswith(("postgresql://", "postgres://"))
+
+
+def open_store(url: str) -> Store:
+    """Open the backend a `--db` value names: a PostgreSQL URL, else an SQLite file path."""
+    if is_postgres_url(url):
+        from chainrecall.store.postgres import PostgresStore
+
+        return PostgresStore(url)
+    from chainrecall.store.sqlite import SQLiteStore
+
+    path = url.removeprefix("sqlite:///").removeprefix("sqlite://")
+    return SQLiteStore(path)

@@ -1,0 +1,155 @@
+"""Numbered, transactional schema migrations for every backend.
+
+Each backend has an ordered list of migrations; migration N is applied once,
+inside one transaction with the bump of `schema_version`, so a crash leaves
+the schema at N-1 or N, never half-way. New migrations are appended, never
+edited: a database in the field may already have applied the old text.
+Several processes may start at once; the runner takes the write lock first,
+so only one of them applies a migration and the others see it done.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+SQLITE_MIGRATIONS: list[str] = [
+    # 1: the recall store
+    """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+
+    CREATE TABLE threads (
+        id TEXT PRIMARY KEY,
+        ns TEXT NOT NULL,
+        key TEXT,                       -- NULL once deleted, so the key can start afresh
+        title TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        status TEXT NOT NULL,
+        event_count INTEGER NOT NULL DEFAULT 0,
+        last_trigger_id TEXT,
+        created_at TEXT NOT NULL,
+        first_activity_at TEXT NOT NULL,
+        last_activity_at TEXT NOT NULL,
+        deleted_at TEXT
+    );
+    CREATE UNIQUE INDEX threads_ns_key ON threads (ns, key);
+    CREATE INDEX threads_ns_activity ON threads (ns, last_activity_at);
+
+    CREATE TABLE triggers (
+        id TEXT PRIMARY KEY,
+        ns TEXT NOT NULL,
+        thread_id TEXT NOT NULL REFERENCES threads (id),
+        seq INTEGER NOT NULL,
+        source TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        author TEXT,
+        occurred_at TEXT NOT NULL,
+        received_at TEXT NOT NULL,
+        dedupe_key TEXT,
+        content_type TEXT NOT NULL,
+        payload_bytes INTEGER NOT NULL,
+        prev_id TEXT,
+        in_reply_to TEXT,
+        refs_json TEXT NOT NULL DEFAULT '[]',
+        deleted_at TEXT
+    );
+    CREATE UNIQUE INDEX triggers_dedupe ON triggers (ns, source, dedupe_key)
+        WHERE dedupe_key IS NOT NULL;
+    CREATE INDEX triggers_prev ON triggers (prev_id);
+    CREATE INDEX triggers_ns_received ON triggers (ns, received_at);
+
+    -- Payloads live apart from records: a record fetch never reads a 41 KB log.
+    CREATE TABLE payloads (
+        trigger_id TEXT PRIMARY KEY REFERENCES triggers (id),
+        data BLOB NOT NULL
+    );
+
+    -- A thread's event log; seq is assigned under the write lock (BEGIN IMMEDIATE).
+    CREATE TABLE events (
+        thread_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        object_id TEXT NOT NULL,
+        report_n INTEGER,
+        at TEXT NOT NULL,
+        PRIMARY KEY (thread_id, seq)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE workers (
+        id TEXT PRIMARY KEY,
+        ns TEXT NOT NULL,
+        task TEXT NOT NULL,
+        status TEXT NOT NULL,
+        started_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        report_count INTEGER NOT NULL DEFAULT 0,
+        deleted_at TEXT
+    );
+
+    CREATE TABLE worker_threads (
+        worker_id TEXT NOT NULL REFERENCES workers (id),
+        thread_id TEXT NOT NULL REFERENCES threads (id),
+        pos INTEGER NOT NULL,
+        PRIMARY KEY (worker_id, thread_id)
+    );
+    CREATE INDEX worker_threads_thread ON worker_threads (thread_id);
+
+    CREATE TABLE reports (
+        worker_id TEXT NOT NULL REFERENCES workers (id),
+        n INTEGER NOT NULL,
+        summary TEXT NOT NULL,
+        body TEXT NOT NULL,
+        status TEXT NOT NULL,
+        refs_json TEXT NOT NULL,
+        at TEXT NOT NULL,
+        PRIMARY KEY (worker_id, n)
+    );
+
+    -- Search: one row per searchable document (trigger, thread, worker report).
+    CREATE TABLE search_docs (
+        rowid INTEGER PRIMARY KEY,
+        ns TEXT NOT NULL,
+        doc_id TEXT NOT NULL,
+        doc_kind TEXT NOT NULL,
+        thread_id TEXT,
+        summary TEXT NOT NULL
+    );
+    CREATE INDEX search_docs_doc ON search_docs (doc_id);
+    CREATE VIRTUAL TABLE search_fts USING fts5 (
+        body, tokenize = 'porter unicode61 remove_diacritics 2'
+    );
+    """,
+]
+
+
+def apply_sqlite_migrations(conn: sqlite3.Connection) -> int:
+    """Bring an SQLite database (autocommit connection) up to date; answer its version."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        for number, script in enumerate(SQLITE_MIGRATIONS, start=1):
+            if number <= version:
+                continue
+            for statement in _split(script):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {number}")
+            version = number
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return int(version)
+
+
+def _split(script: str) -> list[str]:
+    """Split a migration into statements (executescript would commit on its own)."""
+    statements: list[str] = []
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            statements.append(buffer.strip())
+            buffer = ""
+    if buffer.strip():
+        statements.append(buffer.strip())
+    return [s for s in statements if s.strip(" ;\n")]

@@ -1,0 +1,520 @@
+"""The SQLite backend: one embedded file, zero set-up, the default.
+
+WAL mode lets readers run beside the single writer; `synchronous=FULL` makes
+every acknowledged commit survive a crash or power loss. Each thread gets its
+own connection. Writes take the database write lock up front (`BEGIN
+IMMEDIATE`), which is what makes a thread's event positions gap-free and
+dedupe keys race-free, also across processes sharing the file.
+
+sqlite3 errors are translated into `chainrecall.errors` in `_translated`, and
+nowhere else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from chainrecall import ids
+from chainrecall.errors import ChainRecallError, Gone, NotFound, StoreUnavailable, UnknownReference
+from chainrecall.model import (
+    Event,
+    Neighbours,
+    NewTrigger,
+    Payload,
+    PayloadRef,
+    Report,
+    SearchHit,
+    Thread,
+    Trigger,
+    Worker,
+    now_iso,
+)
+from chainrecall.store.base import (
+    SEARCH_TEXT_LIMIT,
+    Appended,
+    Store,
+    one_line,
+    report_event_summary,
+    search_terms,
+    worker_event_summary,
+)
+from chainrecall.store.migrations import apply_sqlite_migrations
+
+_TRIGGER_COLUMNS = (
+    "t.id, t.thread_id, t.seq, t.source, t.kind, t.summary, t.author, t.occurred_at, "
+    "t.received_at, t.dedupe_key, t.content_type, t.payload_bytes, t.prev_id, t.in_reply_to, "
+    "t.refs_json, t.deleted_at, (SELECT n.id FROM triggers n WHERE n.prev_id = t.id) AS next_id"
+)
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """The one place where sqlite3's errors become ours."""
+    try:
+        yield
+    except ChainRecallError:
+        raise
+    except sqlite3.OperationalError as exc:
+        raise StoreUnavailable(
+            f"the SQLite database could not be used ({exc}); check the file's path, "
+            "permissions and free disk space"
+        ) from exc
+
+
+class SQLiteStore(Store):
+    def __init__(self, path: str, *, synchronous: str = "FULL") -> None:
+        self.url = path
+        self.path = path
+        self._synchronous = synchronous
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        with _translated():
+            conn = self._conn()
+            apply_sqlite_migrations(conn)
+            self._secret = self._load_secret(conn)
+
+    # -- connections ---------------------------------------------------------
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(
+                self.path, timeout=30.0, isolation_level=None, check_same_thread=False
+            )
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA busy_timeout = 30000")
+            self._local.conn = conn
+            with self._lock:
+                self._connections.append(conn)
+        return conn
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with _translated():
+            conn = self._conn()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        with _translated():
+            yield self._conn()
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._connections:
+                # closed already, or owned by a thread that is gone
+                with contextlib.suppress(sqlite3.ProgrammingError):
+                    conn.close()
+            self._connections.clear()
+        self._local = threading.local()
+
+    def _load_secret(self, conn: sqlite3.Connection) -> bytes:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'cursor_secret'").fetchone()
+            if row is None:
+                value = secrets.token_hex(32)
+                conn.execute("INSERT INTO meta (key, value) VALUES ('cursor_secret', ?)", (value,))
+            else:
+                value = row[0]
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return bytes.fromhex(value)
+
+    def cursor_secret(self) -> bytes:
+        return self._secret
+
+    # -- writes --------------------------------------------------------------
+    def append_triggers(self, ns: str, items: Sequence[NewTrigger]) -> list[Appended]:
+        results: list[tuple[str, bool]] = []
+        with self._write() as conn:
+            for item in items:
+                results.append(self._append_one(conn, ns, item))
+        with self._read() as conn:
+            return [Appended(self._trigger(conn, ns, tid), created) for tid, created in results]
+
+    def _append_one(self, conn: sqlite3.Connection, ns: str, item: NewTrigger) -> tuple[str, bool]:
+        if item.dedupe_key is not None:
+            row = conn.execute(
+                "SELECT id FROM triggers WHERE ns = ? AND source = ? AND dedupe_key = ?",
+                (ns, item.source, item.dedupe_key),
+            ).fetchone()
+            if row is not None:
+                return row[0], False
+        now = now_iso()
+        occurred_at = item.occurred_at or now
+        thread = self._thread_for_append(conn, ns, item, now)
+        for ref, field in [(item.in_reply_to, "in_reply_to")] + [(r, "refs") for r in item.refs]:
+            if ref is not None and not self._trigger_exists(conn, ns, ref):
+                raise UnknownReference(ref, field)
+        trigger_id = self._fresh_id(conn, "trigger", "triggers")
+        seq = thread["event_count"] + 1
+        conn.execute(
+            "INSERT INTO triggers (id, ns, thread_id, seq, source, kind, summary, author, "
+            "occurred_at, received_at, dedupe_key, content_type, payload_bytes, prev_id, "
+            "in_reply_to, refs_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                trigger_id, ns, thread["id"], seq, item.source, item.kind, item.summary,
+                item.author, occurred_at, now, item.dedupe_key, item.content_type,
+                len(item.payload), thread["last_trigger_id"], item.in_reply_to,
+                json.dumps(list(item.refs)),
+            ),
+        )  # fmt: skip
+        conn.execute(
+            "INSERT INTO payloads (trigger_id, data) VALUES (?, ?)", (trigger_id, item.payload)
+        )
+        conn.execute(
+            "INSERT INTO events (thread_id, seq, kind, object_id, at) VALUES (?, ?, 'trigger', ?, ?)",
+            (thread["id"], seq, trigger_id, now),
+        )
+        conn.execute(
+            "UPDATE threads SET event_count = ?, last_trigger_id = ?, summary = ?, "
+            "status = COALESCE(?, status), last_activity_at = ? WHERE id = ?",
+            (seq, trigger_id, item.summary, item.thread_status, now, thread["id"]),
+        )
+        body = "\n".join(
+            part
+            for part in (item.summary, item.author, item.search_text[:SEARCH_TEXT_LIMIT])
+            if part
+        )
+        self._index(conn, ns, trigger_id, "trigger", thread["id"], item.summary, body)
+        return trigger_id, True
+
+    def _thread_for_append(
+        self, conn: sqlite3.Connection, ns: str, item: NewTrigger, now: str
+    ) -> dict[str, Any]:
+        """The thread a new trigger goes to, created on first use of its key."""
+        columns = "id, event_count, last_trigger_id, deleted_at"
+        if item.thread_id is not None:
+            row = conn.execute(
+                f"SELECT {columns} FROM threads WHERE id = ? AND ns = ?", (item.thread_id, ns)
+            ).fetchone()
+            if row is None or row[3] is not None:
+                raise UnknownReference(item.thread_id, "thread_id")
+        else:
+            assert item.thread_key is not None
+            row = conn.execute(
+                f"SELECT {columns} FROM threads WHERE ns = ? AND key = ?", (ns, item.thread_key)
+            ).fetchone()
+        if row is not None:
+            return {"id": row[0], "event_count": row[1], "last_trigger_id": row[2]}
+        thread_id = self._fresh_id(conn, "thread", "threads")
+        title = item.thread_title or item.summary
+        conn.execute(
+            "INSERT INTO threads (id, ns, key, title, summary, status, created_at, "
+            "first_activity_at, last_activity_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (thread_id, ns, item.thread_key, title, item.summary,
+             item.thread_status or "open", now, now, now),
+        )  # fmt: skip
+        self._index(conn, ns, thread_id, "thread", thread_id, title, f"{item.thread_key}\n{title}")
+        return {"id": thread_id, "event_count": 0, "last_trigger_id": None}
+
+    def _fresh_id(self, conn: sqlite3.Connection, kind: ids.Kind, table: str) -> str:
+        # We hold the write lock, so nothing can take the ID between check and insert.
+        while True:
+            candidate = ids.new_id(kind)
+            if conn.execute(f"SELECT 1 FROM {table} WHERE id = ?", (candidate,)).fetchone() is None:
+                return candidate
+
+    def _trigger_exists(self, conn: sqlite3.Connection, ns: str, trigger_id: str) -> bool:
+        if not ids.is_valid(trigger_id, "trigger"):
+            return False
+        row = conn.execute(
+            "SELECT 1 FROM triggers WHERE id = ? AND ns = ?", (trigger_id, ns)
+        ).fetchone()
+        return row is not None
+
+    def _index(
+        self, conn: sqlite3.Connection, ns: str, doc_id: str, kind: str,
+        thread_id: str | None, summary: str, body: str,
+    ) -> None:  # fmt: skip
+        cur = conn.execute(
+            "INSERT INTO search_docs (ns, doc_id, doc_kind, thread_id, summary) VALUES (?, ?, ?, ?, ?)",
+            (ns, doc_id, kind, thread_id, summary),
+        )
+        conn.execute("INSERT INTO search_fts (rowid, body) VALUES (?, ?)", (cur.lastrowid, body))
+
+    def _append_event(
+        self, conn: sqlite3.Connection, thread_id: str, kind: str, object_id: str,
+        report_n: int | None, now: str,
+    ) -> None:  # fmt: skip
+        row = conn.execute("SELECT event_count FROM threads WHERE id = ?", (thread_id,)).fetchone()
+        seq = row[0] + 1
+        conn.execute(
+            "INSERT INTO events (thread_id, seq, kind, object_id, report_n, at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (thread_id, seq, kind, object_id, report_n, now),
+        )
+        conn.execute(
+            "UPDATE threads SET event_count = ?, last_activity_at = ? WHERE id = ?",
+            (seq, now, thread_id),
+        )
+
+    def start_worker(self, ns: str, thread_ids: Sequence[str], task: str) -> Worker:
+        with self._write() as conn:
+            for thread_id in thread_ids:
+                row = conn.execute(
+                    "SELECT deleted_at FROM threads WHERE id = ? AND ns = ?", (thread_id, ns)
+                ).fetchone()
+                if row is None or row[0] is not None:
+                    raise UnknownReference(thread_id, "thread_id")
+            worker_id = self._fresh_id(conn, "worker", "workers")
+            now = now_iso()
+            conn.execute(
+                "INSERT INTO workers (id, ns, task, status, started_at, updated_at) "
+                "VALUES (?, ?, ?, 'running', ?, ?)",
+                (worker_id, ns, task, now, now),
+            )
+            for pos, thread_id in enumerate(thread_ids):
+                conn.execute(
+                    "INSERT INTO worker_threads (worker_id, thread_id, pos) VALUES (?, ?, ?)",
+                    (worker_id, thread_id, pos),
+                )
+                self._append_event(conn, thread_id, "worker", worker_id, None, now)
+            self._index(
+                conn, ns, worker_id, "worker", thread_ids[0] if thread_ids else None,
+                worker_event_summary(task), task,
+            )  # fmt: skip
+        return self.get_worker(ns, worker_id)
+
+    def add_report(
+        self, ns: str, worker_id: str, *, summary: str, body: str, refs: Sequence[str], status: str
+    ) -> Worker:
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT report_count, deleted_at FROM workers WHERE id = ? AND ns = ?",
+                (worker_id, ns),
+            ).fetchone()
+            if row is None:
+                raise NotFound(worker_id, "worker")
+            if row[1] is not None:
+                raise Gone(worker_id, row[1])
+            for ref in refs:
+                if not self._trigger_exists(conn, ns, ref):
+                    raise UnknownReference(ref, "refs")
+            n = row[0] + 1
+            now = now_iso()
+            conn.execute(
+                "INSERT INTO reports (worker_id, n, summary, body, status, refs_json, at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (worker_id, n, summary, body, status, json.dumps(list(refs)), now),
+            )
+            conn.execute(
+                "UPDATE workers SET report_count = ?, status = ?, updated_at = ? WHERE id = ?",
+                (n, status, now, worker_id),
+            )
+            thread_ids = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT thread_id FROM worker_threads WHERE worker_id = ? ORDER BY pos",
+                    (worker_id,),
+                )
+            ]
+            for thread_id in thread_ids:
+                self._append_event(conn, thread_id, "report", worker_id, n, now)
+            self._index(
+                conn, ns, worker_id, "worker", thread_ids[0] if thread_ids else None,
+                one_line(summary, 200), f"{summary}\n{body[:SEARCH_TEXT_LIMIT]}",
+            )  # fmt: skip
+        return self.get_worker(ns, worker_id)
+
+    # -- reads ---------------------------------------------------------------
+    def get_trigger(self, ns: str, trigger_id: str) -> Trigger:
+        with self._read() as conn:
+            return self._trigger(conn, ns, trigger_id)
+
+    def _trigger(self, conn: sqlite3.Connection, ns: str, trigger_id: str) -> Trigger:
+        row = conn.execute(
+            f"SELECT {_TRIGGER_COLUMNS} FROM triggers t WHERE t.id = ? AND t.ns = ?",
+            (trigger_id, ns),
+        ).fetchone()
+        if row is None:
+            raise NotFound(trigger_id, "trigger")
+        return trigger_from_row(row)
+
+    def get_payload(self, ns: str, trigger_id: str) -> Payload:
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT t.content_type, t.deleted_at, p.data FROM triggers t "
+                "LEFT JOIN payloads p ON p.trigger_id = t.id WHERE t.id = ? AND t.ns = ?",
+                (trigger_id, ns),
+            ).fetchone()
+        if row is None:
+            raise NotFound(trigger_id, "trigger")
+        if row[1] is not None or row[2] is None:
+            raise Gone(trigger_id, row[1])
+        return Payload(content_type=row[0], data=bytes(row[2]))
+
+    def get_thread(self, ns: str, thread_id: str) -> Thread:
+        with self._read() as conn:
+            row = conn.execute(
+                f"SELECT {_THREAD_COLUMNS} FROM threads WHERE id = ? AND ns = ?", (thread_id, ns)
+            ).fetchone()
+            if row is None:
+                raise NotFound(thread_id, "thread")
+            return self._thread_record(conn, row)
+
+    def find_thread(self, ns: str, key: str) -> Thread:
+        with self._read() as conn:
+            row = conn.execute(
+                f"SELECT {_THREAD_COLUMNS} FROM threads WHERE ns = ? AND key = ?", (ns, key)
+            ).fetchone()
+            if row is None:
+                raise NotFound(key, "thread with key")
+            return self._thread_record(conn, row)
+
+    def _thread_record(self, conn: sqlite3.Connection, row: Sequence[Any]) -> Thread:
+        if row[10] is not None:
+            raise Gone(row[0], row[10])
+        owners = [
+            r[0]
+            for r in conn.execute(
+                "SELECT worker_id FROM worker_threads WHERE thread_id = ? ORDER BY rowid",
+                (row[0],),
+            )
+        ]
+        return thread_from_row(row, owners)
+
+    def list_threads(self, ns: str, limit: int) -> list[Thread]:
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT {_THREAD_COLUMNS} FROM threads WHERE ns = ? AND deleted_at IS NULL "
+                "ORDER BY last_activity_at DESC, rowid DESC LIMIT ?",
+                (ns, limit),
+            ).fetchall()
+            return [self._thread_record(conn, row) for row in rows]
+
+    def get_worker(self, ns: str, worker_id: str) -> Worker:
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT id, task, status, started_at, updated_at, deleted_at FROM workers "
+                "WHERE id = ? AND ns = ?",
+                (worker_id, ns),
+            ).fetchone()
+            if row is None:
+                raise NotFound(worker_id, "worker")
+            if row[5] is not None:
+                raise Gone(worker_id, row[5])
+            thread_ids = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT thread_id FROM worker_threads WHERE worker_id = ? ORDER BY pos",
+                    (worker_id,),
+                )
+            ]
+            reports = [
+                Report(n=r[0], summary=r[1], body=r[2], status=r[3], refs=json.loads(r[4]), at=r[5])
+                for r in conn.execute(
+                    "SELECT n, summary, body, status, refs_json, at FROM reports "
+                    "WHERE worker_id = ? ORDER BY n",
+                    (worker_id,),
+                )
+            ]
+        return Worker(
+            id=row[0], thread_ids=thread_ids, task=row[1], status=row[2], started_at=row[3],
+            updated_at=row[4], report=reports[-1] if reports else None,
+            earlier_reports=reports[:-1],
+        )  # fmt: skip
+
+    def list_events(
+        self, ns: str, thread_id: str, after_seq: int, limit: int
+    ) -> tuple[list[Event], bool]:
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT e.seq, e.object_id, e.kind, e.at, tr.summary, tr.deleted_at, "
+                "w.task, r.status, r.summary "
+                "FROM events e "
+                "LEFT JOIN triggers tr ON e.kind = 'trigger' AND tr.id = e.object_id "
+                "LEFT JOIN workers w ON e.kind = 'worker' AND w.id = e.object_id "
+                "LEFT JOIN reports r ON e.kind = 'report' AND r.worker_id = e.object_id "
+                "AND r.n = e.report_n "
+                "WHERE e.thread_id = ? AND e.seq > ? ORDER BY e.seq LIMIT ?",
+                (thread_id, after_seq, limit + 1),
+            ).fetchall()
+        events = [event_from_row(row) for row in rows[:limit]]
+        return events, len(rows) > limit
+
+    def search(self, ns: str, query: str, limit: int) -> list[SearchHit]:
+        terms = search_terms(query)
+        if not terms:
+            return []
+        match = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT d.doc_id, d.doc_kind, d.thread_id, d.summary, bm25(search_fts) AS score "
+                "FROM search_fts JOIN search_docs d ON d.rowid = search_fts.rowid "
+                "WHERE search_fts MATCH ? AND d.ns = ? ORDER BY score LIMIT ?",
+                (match, ns, limit * 3),
+            ).fetchall()
+        hits: list[SearchHit] = []
+        seen: set[str] = set()
+        for doc_id, kind, thread_id, summary, score in rows:
+            if doc_id in seen:  # a worker with several reports is one hit
+                continue
+            seen.add(doc_id)
+            hits.append(
+                SearchHit(id=doc_id, kind=kind, thread_id=thread_id, summary=summary,
+                          score=round(-score, 6))
+            )  # fmt: skip
+            if len(hits) == limit:
+                break
+        return hits
+
+
+_THREAD_COLUMNS = (
+    "id, key, title, summary, status, event_count, created_at, first_activity_at, "
+    "last_activity_at, last_trigger_id, deleted_at"
+)
+
+
+def thread_from_row(row: Sequence[Any], owners: list[str]) -> Thread:
+    return Thread(
+        id=row[0], key=row[1], title=row[2], summary=row[3], status=row[4], event_count=row[5],
+        owner_workers=owners, created_at=row[6], first_activity_at=row[7],
+        last_activity_at=row[8],
+    )  # fmt: skip
+
+
+def trigger_from_row(row: Sequence[Any]) -> Trigger:
+    (tid, thread_id, seq, source, kind, summary, author, occurred_at, received_at, dedupe_key,
+     content_type, payload_bytes, prev_id, in_reply_to, refs_json, deleted_at, next_id) = row  # fmt: skip
+    if deleted_at is not None:
+        raise Gone(tid, deleted_at)
+    return Trigger(
+        id=tid, thread_id=thread_id, seq=seq, source=source, kind=kind, summary=summary,
+        author=author, occurred_at=occurred_at, received_at=received_at, dedupe_key=dedupe_key,
+        payload=PayloadRef(href=f"/triggers/{tid}/payload", content_type=content_type,
+                           bytes=payload_bytes),
+        neighbours=Neighbours(prev=prev_id, next=next_id), in_reply_to=in_reply_to,
+        refs=json.loads(refs_json),
+    )  # fmt: skip
+
+
+def event_from_row(row: Sequence[Any]) -> Event:
+    seq, object_id, kind, at, trg_summary, trg_deleted, task, rep_status, rep_summary = row
+    if kind == "trigger":
+        deleted = trg_deleted is not None
+        summary = None if deleted else trg_summary
+    elif kind == "worker":
+        deleted, summary = task is None, (worker_event_summary(task) if task is not None else None)
+    else:
+        deleted = rep_summary is None
+        summary = None if deleted else report_event_summary(rep_status, rep_summary)
+    return Event(seq=seq, id=object_id, kind=kind, at=at, summary=summary, deleted=deleted)
