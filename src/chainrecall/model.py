@@ -199,3 +199,8 @@ class NewTrigger(BaseModel):
     dedupe_key: str | None = None
     in_reply_to: str | None = None
     refs: tuple[str, ...] = ()
+    # Extra names that ingest adapters resolve later (`Store.resolve_alias`): names for
+    # this trigger (e.g. a GitHub comment id, an e-mail Message-ID) and for its thread
+    # (e.g. a PR's head SHA or branch). The latest trigger to claim a name wins it.
+    aliases: tuple[str, ...] = ()
+    thread_aliases: tuple[str, ...] = ()

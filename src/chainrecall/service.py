@@ -84,6 +84,8 @@ class Memory:
         raw: bytes | None = None,
         content_type: str | None = None,
         search_text: str | None = None,
+        aliases: Sequence[str] = (),
+        thread_aliases: Sequence[str] = (),
     ) -> Appended:
         """Record one inbound event; a repeated `dedupe_key` answers the first record."""
         item = self.new_trigger(
@@ -91,7 +93,8 @@ class Memory:
             thread_id=thread_id, summary=summary, occurred_at=occurred_at,
             dedupe_key=dedupe_key, author=author, in_reply_to=in_reply_to, refs=refs,
             thread_title=thread_title, thread_status=thread_status, raw=raw,
-            content_type=content_type, search_text=search_text,
+            content_type=content_type, search_text=search_text, aliases=aliases,
+            thread_aliases=thread_aliases,
         )  # fmt: skip
         return self.store.append_trigger(self.namespace, item)
 
@@ -118,6 +121,8 @@ class Memory:
         raw: bytes | None = None,
         content_type: str | None = None,
         search_text: str | None = None,
+        aliases: Sequence[str] = (),
+        thread_aliases: Sequence[str] = (),
     ) -> NewTrigger:
         """Validate one trigger's fields and encode its payload, without storing it."""
         source = _label(source, "source")
@@ -149,7 +154,8 @@ class Memory:
             author=_text(author, "author", MAX_LABEL) if author else None,
             occurred_at=normalize_timestamp(occurred_at) if occurred_at else None,
             dedupe_key=_text(dedupe_key, "dedupe_key", MAX_KEY) if dedupe_key is not None else None,
-            in_reply_to=in_reply_to, refs=tuple(refs),
+            in_reply_to=in_reply_to, refs=tuple(refs), aliases=tuple(aliases),
+            thread_aliases=tuple(thread_aliases),
         )  # fmt: skip
 
     def start_worker(self, thread_id: str | Sequence[str], task: str) -> Worker:
@@ -196,6 +202,10 @@ class Memory:
     def get_thread(self, thread_id: str) -> Thread:
         self._require_id(thread_id, "thread")
         return self.store.get_thread(self.namespace, thread_id)
+
+    def resolve_alias(self, alias: str) -> str | None:
+        """The ID an ingest alias names, or None (see NewTrigger.aliases)."""
+        return self.store.resolve_alias(self.namespace, alias)
 
     def find_thread(self, key: str) -> Thread:
         return self.store.find_thread(self.namespace, key)

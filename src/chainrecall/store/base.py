@@ -153,6 +153,13 @@ class Store(ABC):
 
     # -- reads ---------------------------------------------------------------
     @abstractmethod
+    def resolve_alias(self, ns: str, alias: str) -> str | None:
+        """The ID an alias names (see NewTrigger.aliases), or None when nothing claimed it.
+
+        Aliases are ingest's lookup table, not an API lookup: an unknown alias is normal.
+        """
+
+    @abstractmethod
     def get_trigger(self, ns: str, trigger_id: str) -> Trigger: ...
 
     @abstractmethod

@@ -118,6 +118,15 @@ SQLITE_MIGRATIONS: list[str] = [
     CREATE VIRTUAL TABLE search_fts USING fts5 (
         body, tokenize = 'porter unicode61 remove_diacritics 2'
     );
+
+    -- Names that ingest resolves later: a PR's head SHA -> its thread, a comment id or
+    -- an e-mail Message-ID -> its trigger. The latest claim wins.
+    CREATE TABLE aliases (
+        ns TEXT NOT NULL,
+        alias TEXT NOT NULL,
+        object_id TEXT NOT NULL,
+        PRIMARY KEY (ns, alias)
+    ) WITHOUT ROWID;
     """,
 ]
 

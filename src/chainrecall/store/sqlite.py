@@ -195,6 +195,14 @@ class SQLiteStore(Store):
             if part
         )
         self._index(conn, ns, trigger_id, "trigger", thread["id"], item.summary, body)
+        for alias, object_id in [(a, trigger_id) for a in item.aliases] + [
+            (a, thread["id"]) for a in item.thread_aliases
+        ]:
+            conn.execute(
+                "INSERT INTO aliases (ns, alias, object_id) VALUES (?, ?, ?) "
+                "ON CONFLICT (ns, alias) DO UPDATE SET object_id = excluded.object_id",
+                (ns, alias, object_id),
+            )
         return trigger_id, True
 
     def _thread_for_append(
@@ -336,6 +344,13 @@ class SQLiteStore(Store):
         return self.get_worker(ns, worker_id)
 
     # -- reads ---------------------------------------------------------------
+    def resolve_alias(self, ns: str, alias: str) -> str | None:
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT object_id FROM aliases WHERE ns = ? AND alias = ?", (ns, alias)
+            ).fetchone()
+        return None if row is None else str(row[0])
+
     def get_trigger(self, ns: str, trigger_id: str) -> Trigger:
         with self._read() as conn:
             return self._trigger(conn, ns, trigger_id)
