@@ -54,7 +54,9 @@ def test_paging_interleaved_with_appends_visits_every_event_once_in_order(
     position=st.integers(0, 200),
     replacement=st.characters(codec="ascii"),
 )
-def test_any_altered_cursor_is_refused(thread: str, seq: int, position: int, replacement: str) -> None:
+def test_any_altered_cursor_is_refused(
+    thread: str, seq: int, position: int, replacement: str
+) -> None:
     secret = b"k" * 32
     cursor = encode_cursor(secret, thread, seq)
     assert decode_cursor(secret, cursor, thread) == seq
