@@ -128,6 +128,38 @@ SQLITE_MIGRATIONS: list[str] = [
         PRIMARY KEY (ns, alias)
     ) WITHOUT ROWID;
     """,
+    # 2: access control, webhook secrets per namespace, the deletion log
+    """
+    CREATE TABLE tokens (
+        id TEXT PRIMARY KEY,            -- public id, shown by `token list`
+        ns TEXT NOT NULL,
+        scope TEXT NOT NULL,
+        name TEXT NOT NULL,
+        token_hash TEXT NOT NULL UNIQUE, -- SHA-256 of the secret token; the token is never stored
+        created_at TEXT NOT NULL,
+        revoked_at TEXT
+    );
+
+    CREATE TABLE webhook_secrets (
+        ns TEXT NOT NULL,
+        source TEXT NOT NULL,
+        secret TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (ns, source)
+    );
+
+    CREATE TABLE deletions (
+        seq INTEGER PRIMARY KEY,
+        ns TEXT NOT NULL,
+        object_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        erased_triggers INTEGER NOT NULL,
+        at TEXT NOT NULL
+    );
+    CREATE INDEX triggers_thread ON triggers (thread_id);
+    """,
 ]
 
 
