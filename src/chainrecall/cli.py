@@ -105,6 +105,39 @@ def serve(
     uvicorn.run(create_app(store, config), host=host, port=port, log_level=log_level)
 
 
+@app.command("recall")
+def recall_command(
+    db: DbOption,
+    question: Annotated[str, typer.Argument(help="what to find evidence for")],
+    budget_bytes: Annotated[int, typer.Option(help="largest context, in UTF-8 bytes")] = 8192,
+    namespace: Annotated[str, typer.Option(help="namespace to search")] = "default",
+    as_json: Annotated[bool, typer.Option("--json", help="print the JSON answer")] = False,
+) -> None:
+    """Assemble the evidence for a question within a byte budget (what GET /recall answers)."""
+    import json
+
+    from chainrecall.recall import recall
+    from chainrecall.service import Memory
+    from chainrecall.store import open_store
+
+    memory = Memory(open_store(db), namespace)
+    try:
+        result = recall(memory, question, budget_bytes)
+    except ChainRecallError as exc:
+        _fail(exc)
+    finally:
+        memory.close()
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
+    else:
+        typer.echo(result.text, nl=False)
+        typer.echo(
+            f"-- {result.bytes} of {result.budget_bytes} bytes, {len(result.items)} items, "
+            f"{result.calls} calls, {result.hops} hops",
+            err=True,
+        )
+
+
 token_app = typer.Typer(help="API tokens: create, list, revoke.", no_args_is_help=True)
 app.add_typer(token_app, name="token")
 

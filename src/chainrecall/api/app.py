@@ -191,6 +191,28 @@ async def search(
     return record_response(memory(request).search(q or "", limit or 10))
 
 
+@router.get("/recall", tags=["read"], responses=_problems(400))
+async def recall_endpoint(
+    request: Request,
+    q: str | None = Query(None, description="the question to find evidence for"),
+    budget_bytes: str | None = Query(None, description="largest context in UTF-8 bytes"),
+) -> dict[str, Any]:
+    """Chain of Recall in one call: search for entry points, follow links, pack the evidence.
+
+    Answers `text` (at most budget_bytes of UTF-8), `items` (the IDs included, in order),
+    `bytes`, `hops`, `calls` and `spilled`.
+    """
+    from chainrecall.recall import recall
+
+    if not budget_bytes or not budget_bytes.strip().isdigit():
+        from chainrecall.errors import InvalidInput
+
+        raise InvalidInput(
+            "budget_bytes must be a positive integer, e.g. 8192", field="budget_bytes"
+        )
+    return recall(memory(request), q or "", int(budget_bytes)).to_json()
+
+
 # -- writing ---------------------------------------------------------------------
 
 
