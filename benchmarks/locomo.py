@@ -33,6 +33,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -572,51 +573,43 @@ def run(config: RunConfig) -> tuple[list[Row], dict[str, Any]]:
     rows: list[Row] = []
     meta: dict[str, Any] = {"embeddings": embed_note, "ingest_s": {}, "unknown_evidence": 0}
     windows = {"bm25+neighbours": 1, "hybrid+neighbours": 1}
-    with tempfile.TemporaryDirectory(prefix="locomo-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="locomo-") as tmp, ExitStack() as stack:
         from benchmarks.loopback import LoopbackServer
 
-        for conv in conversations:
-            with (
-                LoopbackServer(Path(tmp) / f"{conv.sample_id}.db") as server,
-                httpx.Client(base_url=server.url, timeout=60) as client,
-            ):
-                meta["ingest_s"][conv.sample_id] = round(replay(conv, client), 2)
+        clients: dict[str, httpx.Client] = {}
+        for conv in conversations:  # one server and store per conversation, kept for the run
+            server = stack.enter_context(LoopbackServer(Path(tmp) / f"{conv.sample_id}.db"))
+            client = stack.enter_context(httpx.Client(base_url=server.url, timeout=60))
+            clients[conv.sample_id] = client
+            meta["ingest_s"][conv.sample_id] = round(replay(conv, client), 2)
         # Tuning needs trigger IDs (the line format), so it runs after every replay.
         windows = tune_windows(conversations, config, embedder)
         meta["windows"] = windows
         config.log(f"neighbour windows tuned on {', '.join(TUNE)}: {windows}")
         for conv in conversations:
-            with (
-                LoopbackServer(Path(tmp) / f"{conv.sample_id}.db") as server,
-                httpx.Client(base_url=server.url, timeout=60) as client,
-            ):
-                prep = prepare(conv, embedder)
-                for strategy in strategies(client, windows):
-                    if config.strategy_names and strategy.name not in config.strategy_names:
+            prep = prepare(conv, embedder)
+            for strategy in strategies(clients[conv.sample_id], windows):
+                if config.strategy_names and strategy.name not in config.strategy_names:
+                    continue
+                if strategy.needs_embeddings and embedder is None:
+                    continue
+                started = time.perf_counter()
+                for question in conv.questions:
+                    if not question.evidence:
                         continue
-                    if strategy.needs_embeddings and embedder is None:
-                        continue
-                    started = time.perf_counter()
-                    for question in conv.questions:
-                        if not question.evidence:
-                            continue
-                        for budget in config.budgets:
-                            t0 = time.perf_counter()
-                            ctx = strategy.assemble(prep, question, budget)
-                            ms = (time.perf_counter() - t0) * 1000
-                            size = len(ctx.text.encode("utf-8"))
-                            if size > budget:
-                                raise AssertionError(
-                                    f"{strategy.name} sent {size} > {budget} bytes"
-                                )
-                            rows.append(
-                                Row(conv.sample_id, question.number, question.category,
-                                    strategy.name, budget, score(ctx.text, conv, question), size,
-                                    ctx.hops, ctx.calls, ctx.store_reads, ms)
-                            )  # fmt: skip
-                    config.log(
-                        f"{conv.sample_id} {strategy.name}: {time.perf_counter() - started:.1f} s"
-                    )
+                    for budget in config.budgets:
+                        t0 = time.perf_counter()
+                        ctx = strategy.assemble(prep, question, budget)
+                        ms = (time.perf_counter() - t0) * 1000
+                        size = len(ctx.text.encode("utf-8"))
+                        if size > budget:
+                            raise AssertionError(f"{strategy.name} sent {size} > {budget} bytes")
+                        rows.append(
+                            Row(conv.sample_id, question.number, question.category,
+                                strategy.name, budget, score(ctx.text, conv, question), size,
+                                ctx.hops, ctx.calls, ctx.store_reads, ms)
+                        )  # fmt: skip
+                config.log(f"{conv.sample_id} {strategy.name}: {time.perf_counter() - started:.1f} s")
     meta["unknown_evidence"] = sum(
         len(q.unknown_evidence) for c in conversations for q in c.questions
     )
