@@ -454,7 +454,7 @@ def strategies(client: httpx.Client | None, windows: dict[str, int]) -> list[Str
             f"reciprocal rank fusion (k={RRF_K}) of BM25 and MiniLM",
             hybrid,
             needs_embeddings=True,
-        ),  # fmt: skip
+        ),
         Strategy(
             "hybrid+neighbours",
             f"RRF hits each followed by ±{windows['hybrid+neighbours']} neighbours",
@@ -465,13 +465,13 @@ def strategies(client: httpx.Client | None, windows: dict[str, int]) -> list[Str
             "chain-of-recall",
             "GET /recall?q=&budget_bytes= over HTTP (this project)",
             make_chain_of_recall(client),
-        ),  # fmt: skip
+        ),
         Strategy(
             "gold-threads",
             "UPPER BOUND, reads gold evidence: only the evidence sessions",
             gold_threads,
             reads_gold=True,
-        ),  # fmt: skip
+        ),
     ]
 
 
@@ -609,7 +609,9 @@ def run(config: RunConfig) -> tuple[list[Row], dict[str, Any]]:
                                 strategy.name, budget, score(ctx.text, conv, question), size,
                                 ctx.hops, ctx.calls, ctx.store_reads, ms)
                         )  # fmt: skip
-                config.log(f"{conv.sample_id} {strategy.name}: {time.perf_counter() - started:.1f} s")
+                config.log(
+                    f"{conv.sample_id} {strategy.name}: {time.perf_counter() - started:.1f} s"
+                )
     meta["unknown_evidence"] = sum(
         len(q.unknown_evidence) for c in conversations for q in c.questions
     )

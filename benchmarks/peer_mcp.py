@@ -39,7 +39,9 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 PEER_DIR = REPO / "bench-out" / "peer"
 PEER_PACKAGE = "@modelcontextprotocol/server-memory"
-PEER_ENTRY = PEER_DIR / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
+PEER_ENTRY = (
+    PEER_DIR / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
+)
 DOC = REPO / "docs" / "benchmarks-peer.md"
 IMG = REPO / "docs" / "img" / "peer-latency.png"
 OUT = REPO / "bench-out" / "peer_mcp.json"
@@ -152,7 +154,9 @@ async def measure_peer(entry: Path, size: int, workdir: Path) -> dict[str, Any]:
         for _ in range(repeats_for(size)):
             ms, result = await call("open_nodes", {"names": [rng.choice(names)]})
             if "record-" not in _text_of(result):
-                raise AssertionError(f"open_nodes did not return the entity: {_text_of(result)[:200]}")
+                raise AssertionError(
+                    f"open_nodes did not return the entity: {_text_of(result)[:200]}"
+                )
             fetch.samples_ms.append(ms)
         for _ in range(3 if size <= 10_000 else 1):
             ms, _ = await call("read_graph", {})
@@ -200,7 +204,12 @@ def measure_ours(size: int, workdir: Path) -> dict[str, Any]:
             fetch.samples_ms.append((time.perf_counter() - t0) * 1000)
             response.raise_for_status()
         for i in range(repeats_for(size)):
-            body = {"source": "bench", "kind": "note", "thread_key": "bench:new", "payload": f"created {i}"}
+            body = {
+                "source": "bench",
+                "kind": "note",
+                "thread_key": "bench:new",
+                "payload": f"created {i}",
+            }
             t0 = time.perf_counter()
             response = client.post("/triggers", json=body)
             create.samples_ms.append((time.perf_counter() - t0) * 1000)
@@ -267,7 +276,9 @@ def render(results: list[SizeResult], command: str, image: Path | None) -> str:
         f"- ours (`GET /triggers/{UNKNOWN_NAME}`): {last.ours_unknown}",
         "",
         "Seconds to seed: "
-        + ", ".join(f"{r.size:,}: theirs {r.seed_s['peer']}, ours {r.seed_s['ours']}" for r in results)
+        + ", ".join(
+            f"{r.size:,}: theirs {r.seed_s['peer']}, ours {r.seed_s['ours']}" for r in results
+        )
         + ".",
         f"Figures quoted by the issue for their fetch (ms): {REPORTED}.",
         "",
@@ -287,10 +298,16 @@ def plot(results: list[SizeResult], path: Path) -> bool:
         return False
     sizes = [r.size for r in results]
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(sizes, [r.peer_fetch.median for r in results], "-o", label="MCP server-memory open_nodes")
-    ax.plot(sizes, [r.ours_fetch.median for r in results], "-o", label="chainrecall GET /triggers/{id}")
+    ax.plot(
+        sizes, [r.peer_fetch.median for r in results], "-o", label="MCP server-memory open_nodes"
+    )
+    ax.plot(
+        sizes, [r.ours_fetch.median for r in results], "-o", label="chainrecall GET /triggers/{id}"
+    )
     ax.plot(sizes, [r.peer_create.median for r in results], "--", label="MCP create_entities")
-    ax.plot(sizes, [r.ours_create.median for r in results], "--", label="chainrecall POST /triggers")
+    ax.plot(
+        sizes, [r.ours_create.median for r in results], "--", label="chainrecall POST /triggers"
+    )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("records in the store")
@@ -318,7 +335,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PeerUnavailable as exc:
         print(f"peer benchmark skipped: {exc}", file=sys.stderr)
         return 0
-    command = "python -m benchmarks.peer_mcp " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m benchmarks.peer_mcp " + " ".join(
+        argv if argv is not None else sys.argv[1:]
+    )
     image = IMG if plot(results, IMG) else None
     args.doc.parent.mkdir(parents=True, exist_ok=True)
     args.doc.write_text(render(results, command.strip(), image), encoding="utf-8")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -82,3 +83,76 @@ def test_recall_over_http_and_every_id_resolves(memory: Memory, api: httpx.Clien
         response = api.get("/recall", params=bad)
         assert response.status_code == 400
         assert response.headers["content-type"].startswith("application/problem+json")
+
+
+def test_question_words_are_not_searched_and_feedback_needs_two_hits() -> None:
+    from chainrecall.recall import feedback_terms, query_terms
+
+    assert query_terms("What does Caroline's drawing symbolize for her?") == [
+        "caroline", "drawing", "symbolize",
+    ]  # fmt: skip
+    assert query_terms("What did she do?") == ["she"]  # nothing left: the words are kept
+    summaries = ["the kiln cracked my celadon bowl", "a celadon glaze on the bowl", "lunch"]
+    # 'celadon' and 'bowl' recur in two hits; 'kiln' and 'glaze' in one; 'lunch' is too short
+    assert feedback_terms(["pottery"], summaries) == ["bowl", "celadon"]
+
+
+def test_a_question_naming_a_person_prefers_what_they_wrote(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bo, _ = memory.record_trigger(
+        source="chat", kind="message", thread_key="chat:t1", author="bo",
+        payload="I told ana about hiking, hiking is great",
+    )  # fmt: skip
+    ana, _ = memory.record_trigger(
+        source="chat", kind="message", thread_key="chat:t2", author="ana",
+        payload="I went hiking near the lake",
+    )  # fmt: skip
+    for i in range(8):
+        memory.record_trigger(
+            source="chat", kind="message", thread_key=f"chat:x{i}", author="cy", payload=f"tea {i}"
+        )
+    best_first = [h.id for h in memory.search("ana hiking").items if h.kind == "trigger"]
+    assert best_first[:2] == [bo.id, ana.id]  # BM25 alone prefers the one that names her
+    # items come thread by thread, the thread of the best item first
+    assert recall(memory, "Where did Ana go hiking?", 4096).items[:2] == [ana.id, bo.id]
+    monkeypatch.setattr("chainrecall.recall.AUTHOR_BOOST", 0.0)
+    assert recall(memory, "Where did Ana go hiking?", 4096).items[:2] == [bo.id, ana.id]
+
+
+def test_the_reply_after_a_hit_comes_with_it(memory: Memory) -> None:
+    question, _ = memory.record_trigger(
+        source="chat", kind="message", thread_key="chat:1", author="bo",
+        payload="What does your drawing symbolize?",
+    )  # fmt: skip
+    answer, _ = memory.record_trigger(
+        source="chat", kind="message", thread_id=question.thread_id, author="ana",
+        payload="It stands for freedom and being real.",
+    )  # fmt: skip
+    for i in range(20):
+        memory.record_trigger(
+            source="chat", kind="message", thread_key=f"chat:other{i}", payload=f"weather {i}"
+        )
+    result = recall(memory, "What does the drawing symbolize?", 400)
+    assert result.items == [question.id, answer.id]  # story order, the reply one hop away
+    assert result.hops == 2
+
+
+def test_identical_texts_are_packed_once_and_the_copy_is_named(memory: Memory) -> None:
+    first, _ = memory.record_trigger(
+        source="ci", kind="check_run.completed", thread_key="ci:run1",
+        payload="FAILED test_charge: PSPTimeout after 30s",
+    )  # fmt: skip
+    again, _ = memory.record_trigger(
+        source="ci", kind="check_run.completed", thread_key="ci:run2",
+        payload="FAILED  test_charge: PSPTimeout after 30s",
+    )  # fmt: skip
+    result = recall(memory, "PSPTimeout test_charge", 4096)
+    assert len([i for i in (first.id, again.id) if i in result.items]) == 1
+    kept = first.id if first.id in result.items else again.id
+    dropped = again.id if kept == first.id else first.id
+    assert {
+        "id": dropped,
+        "reason": "duplicate",
+        "pointer": f"same text as {kept}",
+    } in result.spilled
