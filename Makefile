@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 DB ?= chainrecall.db
 
-.PHONY: setup serve demo test lint bench bench-quick clean
+.PHONY: setup serve demo test lint bench bench-quick fuzz clean
 
 setup: $(VENV)/.installed
 
@@ -30,6 +30,10 @@ bench: setup
 
 bench-quick: setup
 	$(PY) -m benchmarks.run --quick
+
+# The long schemathesis run (the test suite runs a short one).
+fuzz: setup
+	CHAINRECALL_FUZZ_EXAMPLES=100 CHAINRECALL_FUZZ_PHASES=examples,coverage,fuzzing,stateful $(PY) -m pytest tests/test_fuzz.py -q
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -16,6 +16,7 @@ from starlette.responses import Response
 
 from chainrecall import __version__
 from chainrecall.api.limits import BodySizeLimit
+from chainrecall.api.openapi import install_openapi
 from chainrecall.api.problems import install_problem_handlers
 from chainrecall.api.schemas import BatchOut, Problem, ReportIn, TriggerBatchIn, TriggerIn, WorkerIn
 from chainrecall.auth import RateLimiter, authenticate, require_scope
@@ -337,6 +338,7 @@ def create_app(store: Store | str, config: ServerConfig | None = None) -> FastAP
     install_problem_handlers(app)
     app.include_router(meta)
     app.include_router(router)
+    install_openapi(app)
     app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes)
     return app
 
