@@ -17,6 +17,9 @@ $(VENV)/.installed: pyproject.toml
 serve: setup
 	$(BIN)/chainrecall serve --db $(DB)
 
+demo: setup
+	$(BIN)/chainrecall demo --db $(DB)
+
 test: setup
 	$(PY) -m pytest -n 2 -q
 

@@ -16,6 +16,7 @@ import typer
 from chainrecall import __version__
 from chainrecall.config import DEFAULT_HOST, DEFAULT_PORT, server_config_from_env
 from chainrecall.errors import ChainRecallError, InvalidInput
+from chainrecall.harness import commands as harness_commands
 
 app = typer.Typer(
     name="chainrecall",
@@ -263,6 +264,12 @@ def prune(
 def _fail(exc: ChainRecallError) -> NoReturn:
     typer.echo(f"error: {exc.detail}", err=True)
     raise typer.Exit(2)
+
+
+# The harness's commands (src/chainrecall/harness/commands.py); `demo` is the main one.
+app.command()(harness_commands.demo)
+app.command()(harness_commands.ask)
+app.command()(harness_commands.log)
 
 
 def main() -> None:

@@ -160,6 +160,53 @@ SQLITE_MIGRATIONS: list[str] = [
     );
     CREATE INDEX triggers_thread ON triggers (thread_id);
     """,
+    # 3: agent history (the harness): sessions, append-only messages, model requests
+    """
+    CREATE TABLE agent_sessions (
+        id TEXT PRIMARY KEY,
+        ns TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('router', 'worker')),
+        worker_id TEXT,
+        thread_id TEXT,
+        model TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    CREATE INDEX agent_sessions_ns_created ON agent_sessions (ns, created_at);
+    CREATE INDEX agent_sessions_worker ON agent_sessions (worker_id);
+
+    -- Append-only: a message once sent is sent again byte for byte (prefix cache).
+    CREATE TABLE agent_messages (
+        session_id TEXT NOT NULL REFERENCES agent_sessions (id),
+        position INTEGER NOT NULL,
+        role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant', 'tool')),
+        content TEXT,
+        tool_calls_json TEXT,
+        tool_call_id TEXT,
+        name TEXT,
+        bytes INTEGER NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (session_id, position)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE model_requests (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL REFERENCES agent_sessions (id),
+        model TEXT NOT NULL,
+        message_count INTEGER NOT NULL,
+        bytes_sent INTEGER NOT NULL,
+        prompt_tokens INTEGER,
+        completion_tokens INTEGER,
+        cache_hit_tokens INTEGER,
+        cache_miss_tokens INTEGER,
+        latency_ms INTEGER NOT NULL,
+        outcome TEXT NOT NULL CHECK (outcome IN ('ok', 'error', 'timeout')),
+        error TEXT,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX model_requests_session ON model_requests (session_id, id);
+    """,
 ]
 
 

@@ -23,6 +23,15 @@ from typing import Any, Literal
 
 from chainrecall import ids
 from chainrecall.errors import ChainRecallError, Gone, NotFound, StoreUnavailable, UnknownReference
+from chainrecall.history import (
+    AgentMessage,
+    AgentSession,
+    ModelRequest,
+    NewMessage,
+    NewModelRequest,
+    SessionKind,
+    new_session_id,
+)
 from chainrecall.model import (
     Deletion,
     Event,
@@ -689,6 +698,161 @@ class SQLiteStore(Store):
             for r in rows
         ]  # fmt: skip
 
+    # -- agent history -------------------------------------------------------
+    def create_session(
+        self, ns: str, *, kind: SessionKind, model: str,
+        worker_id: str | None = None, thread_id: str | None = None,
+    ) -> AgentSession:  # fmt: skip
+        now = now_iso()
+        with self._write() as conn:
+            while True:
+                session_id = new_session_id()
+                taken = conn.execute(
+                    "SELECT 1 FROM agent_sessions WHERE id = ?", (session_id,)
+                ).fetchone()
+                if taken is None:
+                    break
+            conn.execute(
+                "INSERT INTO agent_sessions (id, ns, kind, worker_id, thread_id, model, status, "
+                "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?)",
+                (session_id, ns, kind, worker_id, thread_id, model, now, now),
+            )
+        return self.get_session(ns, session_id)
+
+    def get_session(self, ns: str, session_id: str) -> AgentSession:
+        with self._read() as conn:
+            row = conn.execute(
+                f"SELECT {_SESSION_COLUMNS} FROM agent_sessions WHERE id = ? AND ns = ?",
+                (session_id, ns),
+            ).fetchone()
+        if row is None:
+            raise NotFound(str(session_id)[:100], "session")
+        return session_from_row(row)
+
+    def list_sessions(
+        self,
+        ns: str,
+        *,
+        kind: SessionKind | None = None,
+        worker_id: str | None = None,
+        limit: int = 100,
+    ) -> list[AgentSession]:
+        query = f"SELECT {_SESSION_COLUMNS} FROM agent_sessions WHERE ns = ?"
+        params: list[Any] = [ns]
+        if kind is not None:
+            query += " AND kind = ?"
+            params.append(kind)
+        if worker_id is not None:
+            query += " AND worker_id = ?"
+            params.append(worker_id)
+        query += " ORDER BY created_at DESC, rowid DESC LIMIT ?"
+        params.append(limit)
+        with self._read() as conn:
+            rows = conn.execute(query, params).fetchall()
+        return [session_from_row(row) for row in rows]
+
+    def set_session_status(self, ns: str, session_id: str, status: str) -> AgentSession:
+        with self._write() as conn:
+            cur = conn.execute(
+                "UPDATE agent_sessions SET status = ?, updated_at = ? WHERE id = ? AND ns = ?",
+                (status, now_iso(), session_id, ns),
+            )
+            if cur.rowcount == 0:
+                raise NotFound(str(session_id)[:100], "session")
+        return self.get_session(ns, session_id)
+
+    def append_messages(
+        self, ns: str, session_id: str, messages: Sequence[NewMessage]
+    ) -> list[AgentMessage]:
+        now = now_iso()
+        stored: list[AgentMessage] = []
+        with self._write() as conn:
+            self._require_session(conn, ns, session_id)
+            row = conn.execute(
+                "SELECT COALESCE(MAX(position) + 1, 0) FROM agent_messages WHERE session_id = ?",
+                (session_id,),
+            ).fetchone()
+            position = int(row[0])
+            for message in messages:
+                encoded = message.encoded()
+                size = len(encoded.encode("utf-8"))
+                tool_calls = (
+                    json.dumps(message.tool_calls, ensure_ascii=False, separators=(",", ":"))
+                    if message.tool_calls
+                    else None
+                )
+                conn.execute(
+                    "INSERT INTO agent_messages (session_id, position, role, content, "
+                    "tool_calls_json, tool_call_id, name, bytes, created_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (session_id, position, message.role, message.content, tool_calls,
+                     message.tool_call_id, message.name, size, now),
+                )  # fmt: skip
+                stored.append(
+                    AgentMessage(
+                        **message.model_dump(),
+                        session_id=session_id,
+                        position=position,
+                        bytes=size,
+                        created_at=now,
+                    )
+                )
+                position += 1
+            conn.execute("UPDATE agent_sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+        return stored
+
+    def list_messages(self, ns: str, session_id: str) -> list[AgentMessage]:
+        with self._read() as conn:
+            self._require_session(conn, ns, session_id)
+            rows = conn.execute(
+                "SELECT session_id, position, role, content, tool_calls_json, tool_call_id, "
+                "name, bytes, created_at FROM agent_messages WHERE session_id = ? "
+                "ORDER BY position",
+                (session_id,),
+            ).fetchall()
+        return [message_from_row(row) for row in rows]
+
+    def log_model_request(self, ns: str, request: NewModelRequest) -> ModelRequest:
+        now = now_iso()
+        with self._write() as conn:
+            self._require_session(conn, ns, request.session_id)
+            cur = conn.execute(
+                "INSERT INTO model_requests (session_id, model, message_count, bytes_sent, "
+                "prompt_tokens, completion_tokens, cache_hit_tokens, cache_miss_tokens, "
+                "latency_ms, outcome, error, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (request.session_id, request.model, request.message_count, request.bytes_sent,
+                 request.prompt_tokens, request.completion_tokens, request.cache_hit_tokens,
+                 request.cache_miss_tokens, request.latency_ms, request.outcome, request.error,
+                 now),
+            )  # fmt: skip
+            request_id = int(cur.lastrowid or 0)
+        return ModelRequest(**request.model_dump(), id=request_id, created_at=now)
+
+    def list_model_requests(
+        self, ns: str, session_id: str | None = None, limit: int = 1000
+    ) -> list[ModelRequest]:
+        query = (
+            f"SELECT {_REQUEST_COLUMNS} FROM model_requests r "
+            "JOIN agent_sessions s ON s.id = r.session_id WHERE s.ns = ?"
+        )
+        params: list[Any] = [ns]
+        if session_id is not None:
+            query += " AND r.session_id = ?"
+            params.append(session_id)
+        query += " ORDER BY r.id LIMIT ?"
+        params.append(limit)
+        with self._read() as conn:
+            rows = conn.execute(query, params).fetchall()
+        return [request_from_row(row) for row in rows]
+
+    def _require_session(self, conn: sqlite3.Connection, ns: str, session_id: str) -> None:
+        row = conn.execute(
+            "SELECT 1 FROM agent_sessions WHERE id = ? AND ns = ?", (session_id, ns)
+        ).fetchone()
+        if row is None:
+            raise NotFound(str(session_id)[:100], "session")
+
 
 _TOKEN_COLUMNS = "id, ns, scope, name, created_at, revoked_at"
 
@@ -740,3 +904,39 @@ def event_from_row(row: Sequence[Any]) -> Event:
         deleted = rep_summary is None
         summary = None if deleted else report_event_summary(rep_status, rep_summary)
     return Event(seq=seq, id=object_id, kind=kind, at=at, summary=summary, deleted=deleted)
+
+
+_SESSION_COLUMNS = "id, kind, worker_id, thread_id, model, status, created_at, updated_at"
+_REQUEST_COLUMNS = (
+    "r.id, r.session_id, r.model, r.message_count, r.bytes_sent, r.prompt_tokens, "
+    "r.completion_tokens, r.cache_hit_tokens, r.cache_miss_tokens, r.latency_ms, r.outcome, "
+    "r.error, r.created_at"
+)
+
+
+def session_from_row(row: Sequence[Any]) -> AgentSession:
+    sid, kind, worker_id, thread_id, model, status, created_at, updated_at = row
+    return AgentSession(
+        id=sid, kind=kind, worker_id=worker_id, thread_id=thread_id, model=model,
+        status=status, created_at=created_at, updated_at=updated_at,
+    )  # fmt: skip
+
+
+def message_from_row(row: Sequence[Any]) -> AgentMessage:
+    session_id, position, role, content, tool_calls, tool_call_id, name, size, created_at = row
+    return AgentMessage(
+        session_id=session_id, position=position, role=role, content=content,
+        tool_calls=json.loads(tool_calls) if tool_calls else None, tool_call_id=tool_call_id,
+        name=name, bytes=size, created_at=created_at,
+    )  # fmt: skip
+
+
+def request_from_row(row: Sequence[Any]) -> ModelRequest:
+    (rid, session_id, model, message_count, bytes_sent, prompt_tokens, completion_tokens,
+     cache_hit, cache_miss, latency_ms, outcome, error, created_at) = row  # fmt: skip
+    return ModelRequest(
+        id=rid, session_id=session_id, model=model, message_count=message_count,
+        bytes_sent=bytes_sent, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+        cache_hit_tokens=cache_hit, cache_miss_tokens=cache_miss, latency_ms=latency_ms,
+        outcome=outcome, error=error, created_at=created_at,
+    )  # fmt: skip
