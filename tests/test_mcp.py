@@ -39,7 +39,8 @@ from chainrecall.store import open_store
 from chainrecall.tools import TOOL_NAMES, TOOL_SPECS
 from tests.servers import ThreadServer, cli_env, free_port
 
-pytestmark = pytest.mark.anyio
+# One worker runs the module under `pytest -n N --dist loadgroup`: its servers start once.
+pytestmark = [pytest.mark.anyio, pytest.mark.xdist_group("mcp")]
 
 TIMEOUT = 30  # seconds any one MCP request may take before the test fails
 
@@ -75,7 +76,7 @@ def stdio_params(db: str) -> StdioServerParameters:
 
 @asynccontextmanager
 async def connect(target: Any, mode: str = "auto") -> AsyncIterator[Client]:
-    async with Client(target, mode=mode, read_timeout_seconds=TIMEOUT) as client:  # type: ignore[arg-type]
+    async with Client(target, mode=mode, read_timeout_seconds=TIMEOUT) as client:
         yield client
 
 
@@ -97,8 +98,9 @@ async def call(client: Client, name: str, **arguments: Any) -> dict[str, Any]:
     """A tool call that must succeed; its structured content (which equals its JSON text)."""
     result = await client.call_tool(name, arguments)
     assert not result.is_error, f"{name}({arguments}) failed: {text_of(result)}"
-    assert result.structured_content == json.loads(text_of(result))
-    return result.structured_content
+    data: dict[str, Any] = json.loads(text_of(result))
+    assert result.structured_content == data
+    return data
 
 
 async def call_error(client: Client, name: str, **arguments: Any) -> str:
@@ -106,6 +108,11 @@ async def call_error(client: Client, name: str, **arguments: Any) -> str:
     result = await client.call_tool(name, arguments)
     assert result.is_error, f"{name}({arguments}) succeeded: {text_of(result)}"
     return text_of(result)
+
+
+def tag(request: pytest.FixtureRequest) -> str:
+    """A word naming the transport a test runs over, for keys no other test uses."""
+    return str(request.node.callspec.params["client"]).replace("-", "")
 
 
 def text_of(result: CallToolResult) -> str:
@@ -127,8 +134,8 @@ async def test_tools_have_the_harness_names_arguments_and_a_structured_output(
         assert tool.description == spec["function"]["description"]
         assert tool.annotations is not None and tool.annotations.read_only_hint is True
     for name in WRITE_TOOL_NAMES:
-        assert listed[name].annotations is not None
-        assert listed[name].annotations.read_only_hint is False
+        annotations = listed[name].annotations
+        assert annotations is not None and annotations.read_only_hint is False
     for tool in listed.values():
         assert tool.output_schema is not None and tool.output_schema["type"] == "object"
     record = listed["record_trigger"].input_schema
@@ -144,7 +151,7 @@ async def test_tools_have_the_harness_names_arguments_and_a_structured_output(
 async def test_a_recall_walks_from_search_to_payload_through_every_tool(
     client: Client, request: pytest.FixtureRequest
 ) -> None:
-    word = f"idempotency{abs(hash(request.node.name)) % 10**6}"
+    word = "idempotency" + tag(request)
     big = {"body": f"Add retries with an {word} key to the payment client. " + "x" * 3000}
     recorded = await call(
         client, "record_trigger", source="github", kind="pr_comment", payload=big,
@@ -253,8 +260,10 @@ async def test_bad_arguments_are_a_tool_error_that_says_what_was_wrong(
     assert says in await call_error(client, tool, **arguments)
 
 
-async def test_a_bad_write_stores_nothing(client: Client, memory: Memory) -> None:
-    key = f"rejected-{id(client)}"
+async def test_a_bad_write_stores_nothing(
+    client: Client, memory: Memory, request: pytest.FixtureRequest
+) -> None:
+    key = f"rejected-{tag(request)}"
     await call_error(
         client, "record_trigger", source="s", kind="k", payload="p", thread_key=key,
         occurred_at="not a time",
@@ -267,9 +276,9 @@ async def test_a_bad_write_stores_nothing(client: Client, memory: Memory) -> Non
 
 
 async def test_paging_a_long_thread_with_the_cursor_visits_every_event_once_in_order(
-    client: Client, memory: Memory
+    client: Client, memory: Memory, request: pytest.FixtureRequest
 ) -> None:
-    key = f"chat:long-{id(client)}"
+    key = f"chat:long-{tag(request)}"
     items = [
         memory.new_trigger(source="chat", kind="message", payload=f"message {n}", thread_key=key)
         for n in range(60)
@@ -315,11 +324,11 @@ async def test_paging_a_long_thread_with_the_cursor_visits_every_event_once_in_o
 
 
 async def test_threads_triggers_payloads_and_workers_are_resources_by_uri(
-    client: Client, memory: Memory
+    client: Client, memory: Memory, request: pytest.FixtureRequest
 ) -> None:
     appended = memory.record_trigger(
         source="ci", kind="build_failed", payload={"job": "unit", "log": "timeout in pay()"},
-        thread_key=f"ci:resources-{id(client)}",
+        thread_key=f"ci:resources-{tag(request)}",
     )  # fmt: skip
     trigger = appended.trigger
     worker = memory.start_worker(trigger.thread_id, "fix the build")
@@ -376,6 +385,7 @@ async def test_an_unknown_resource_is_an_error_that_names_the_id(client: Client,
 # -- concurrency -------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_concurrent_writes_from_several_clients_lose_nothing(
     db: str, http_server: ThreadServer, memory: Memory, anyio_backend: str
 ) -> None:
@@ -478,6 +488,7 @@ def test_the_endpoint_refuses_a_foreign_host_header(http_server: ThreadServer) -
     assert response.status_code in {400, 403, 421}
 
 
+@pytest.mark.slow
 async def test_chainrecall_mcp_http_serves_on_its_own_port(
     db: str, memory: Memory, anyio_backend: str
 ) -> None:

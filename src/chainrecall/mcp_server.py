@@ -18,7 +18,7 @@ Writes go through the store's transactions, so concurrent clients lose nothing.
 import json
 import re
 from collections.abc import Callable, Iterable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import anyio
 import anyio.to_thread
@@ -52,6 +52,8 @@ INSTRUCTIONS = (
     "get_trigger_payload and list_thread_events. Write: record_trigger for an inbound event, "
     "start_worker when you take on a thread, file_report when you finish."
 )
+
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 # The result a tool returns: structured content validated as a JSON object, plus text.
 ToolOutput = Annotated[CallToolResult, dict[str, Any]]
@@ -160,7 +162,7 @@ class MemoryMCPServer(MCPServer[Any]):
         namespace: str = DEFAULT_NAMESPACE,
         inline_limit: int = DEFAULT_INLINE_LIMIT,
         page_size: int = DEFAULT_PAGE_SIZE,
-        log_level: str = "WARNING",
+        log_level: LogLevel = "WARNING",
     ) -> None:
         self.store = store
         self.namespace = namespace
@@ -172,7 +174,7 @@ class MemoryMCPServer(MCPServer[Any]):
             version=__version__,
             instructions=INSTRUCTIONS,
             tools=self._tools(),
-            log_level=log_level,  # type: ignore[arg-type]
+            log_level=log_level,
         )
         self._add_resources()
 
