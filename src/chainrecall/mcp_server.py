@@ -199,7 +199,10 @@ class MemoryMCPServer(MCPServer[Any]):
 
     def _unknown_arguments(self, ctx: Context, name: str) -> ToolResult | None:
         """An error for arguments the tool does not take: nothing a caller sends is ignored."""
-        params = ctx.request_context.params or {}
+        try:
+            params = ctx.request_context.params or {}
+        except ValueError:  # called in-process without a request: the arguments are Python's
+            return None
         sent = params.get("arguments") or {}
         unknown = sorted(set(sent) - self._arguments[name])
         if not unknown:
