@@ -18,6 +18,8 @@ from chainrecall.config import DEFAULT_HOST, DEFAULT_PORT, server_config_from_en
 from chainrecall.errors import ChainRecallError, InvalidInput
 from chainrecall.harness import commands as harness_commands
 
+DEFAULT_MCP_PORT = 8078
+
 app = typer.Typer(
     name="chainrecall",
     help="Chain of Recall: memory for long-running LLM agents, by stable IDs and links.",
@@ -270,6 +272,41 @@ def _fail(exc: ChainRecallError) -> NoReturn:
 app.command()(harness_commands.demo)
 app.command()(harness_commands.ask)
 app.command()(harness_commands.log)
+
+
+@app.command()
+def mcp(
+    db: DbOption,
+    http: Annotated[
+        bool, typer.Option("--http", help="serve streamable HTTP at /mcp instead of stdio")
+    ] = False,
+    host: Annotated[str, typer.Option(help="address to bind (with --http)")] = DEFAULT_HOST,
+    port: Annotated[int, typer.Option(help="port to listen on (with --http)")] = DEFAULT_MCP_PORT,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level (with --http)")] = "warning",
+) -> None:
+    """Serve the memory as an MCP server: over stdio (default), or streamable HTTP."""
+    from chainrecall.store import open_store
+
+    store = open_store(server_config_from_env(db).db)
+    if not http:
+        from chainrecall.mcp_server import run_stdio
+
+        run_stdio(store)  # stdout is the protocol's: nothing else may print there
+        return
+    if not is_loopback(host):
+        typer.echo(
+            f"refusing to listen on {host}: the MCP endpoint has no authentication of its "
+            "own; listen on 127.0.0.1, or mount it behind tokens with `chainrecall serve`.",
+            err=True,
+        )
+        store.close()
+        raise typer.Exit(2)
+    import uvicorn
+
+    from chainrecall.api.mcp import mcp_http_app
+
+    typer.echo(f"MCP over streamable HTTP at http://{host}:{port}/mcp", err=True)
+    uvicorn.run(mcp_http_app(store, host=host), host=host, port=port, log_level=log_level)
 
 
 def main() -> None:

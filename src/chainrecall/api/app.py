@@ -16,6 +16,7 @@ from starlette.responses import Response
 
 from chainrecall import __version__
 from chainrecall.api.limits import BodySizeLimit
+from chainrecall.api.mcp import mount_mcp
 from chainrecall.api.openapi import install_openapi
 from chainrecall.api.problems import install_problem_handlers
 from chainrecall.api.schemas import BatchOut, Problem, ReportIn, TriggerBatchIn, TriggerIn, WorkerIn
@@ -104,6 +105,7 @@ async def index() -> dict[str, Any]:
             "POST /triggers",
             "POST /workers",
             "POST /workers/{id}/report",
+            "POST /mcp (MCP over streamable HTTP)",
         ],
     }
 
@@ -339,6 +341,7 @@ def create_app(store: Store | str, config: ServerConfig | None = None) -> FastAP
     app.include_router(meta)
     app.include_router(router)
     install_openapi(app)
+    mount_mcp(app, store, host=config.host, max_body_bytes=config.max_body_bytes)
     app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes)
     return app
 
