@@ -90,6 +90,10 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     async def on_http(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
+        if isinstance(exc.__cause__, ChainRecallError):
+            # FastAPI wraps errors raised while reading the body (such as the size limit,
+            # enforced in `limits.py` as the body streams in) in a generic 400.
+            return error_response(exc.__cause__, _instance(request))
         path = _instance(request)
         if exc.status_code == 404:
             detail = (
