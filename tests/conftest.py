@@ -29,9 +29,7 @@ from tests.servers import ThreadServer
 
 BACKENDS = ["sqlite", "postgres"]
 
-PG_BASE_URL = os.environ.get(
-    "CHAINRECALL_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres"
-)
+PG_BASE_URL = os.environ.get("CHAINRECALL_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
 

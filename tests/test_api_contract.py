@@ -20,7 +20,9 @@ def post_trigger(api: httpx.Client, **fields: Any) -> httpx.Response:
     return api.post("/triggers", json=body)
 
 
-def assert_problem(response: httpx.Response, status: int, names: str | None = None) -> dict[str, Any]:
+def assert_problem(
+    response: httpx.Response, status: int, names: str | None = None
+) -> dict[str, Any]:
     assert response.status_code == status, response.text
     assert response.headers["content-type"].startswith(PROBLEM)
     body = response.json()
@@ -118,9 +120,7 @@ def test_an_existing_id_of_the_wrong_kind_answers_404(api: httpx.Client) -> None
     assert_problem(api.get(f"/threads/{record['id']}"), 404, names=record["id"])
     assert_problem(api.get(f"/triggers/{record['thread_id']}"), 404, names=record["thread_id"])
     assert_problem(api.get(f"/workers/{record['id']}"), 404, names=record["id"])
-    assert_problem(
-        api.get(f"/threads/{record['id']}/events"), 404, names=record["id"]
-    )
+    assert_problem(api.get(f"/threads/{record['id']}/events"), 404, names=record["id"])
 
 
 def test_report_on_unknown_worker_answers_404_problem(api: httpx.Client) -> None:
@@ -139,13 +139,17 @@ def test_framework_errors_are_problems_too(api: httpx.Client) -> None:
 
 def test_openapi_is_served(api: httpx.Client) -> None:
     spec = api.get("/openapi.json").json()
-    assert {"/triggers/{trigger_id}", "/threads/{thread_id}/events", "/search"} <= set(spec["paths"])
+    assert {"/triggers/{trigger_id}", "/threads/{thread_id}/events", "/search"} <= set(
+        spec["paths"]
+    )
 
 
 # -- paging --------------------------------------------------------------------------
 
 
-def walk(api: httpx.Client, thread_id: str, limit: int | None = None) -> tuple[list[dict[str, Any]], str]:
+def walk(
+    api: httpx.Client, thread_id: str, limit: int | None = None
+) -> tuple[list[dict[str, Any]], str]:
     items: list[dict[str, Any]] = []
     cursor: str | None = None
     while True:
@@ -167,7 +171,13 @@ def walk(api: httpx.Client, thread_id: str, limit: int | None = None) -> tuple[l
 def test_walking_yields_every_event_once_in_order(api: httpx.Client) -> None:
     thread_id = post_trigger(api, thread_key="t:walk", summary="e1").json()["thread_id"]
     batch = [
-        {"source": "chat", "kind": "message", "thread_id": thread_id, "payload": i, "summary": f"e{i}"}
+        {
+            "source": "chat",
+            "kind": "message",
+            "thread_id": thread_id,
+            "payload": i,
+            "summary": f"e{i}",
+        }
         for i in range(2, 24)
     ]
     assert api.post("/triggers/batch", json={"items": batch}).status_code == 200
@@ -262,7 +272,9 @@ def test_paging_is_exactly_once_while_writers_append(server: ThreadServer) -> No
         for w in writers:
             w.join(timeout=60)
         rest, _ = walk(api, thread_id)
-        final = api.get(f"/threads/{thread_id}/events", params={"cursor": cursor, "limit": 500}).json()
+        final = api.get(
+            f"/threads/{thread_id}/events", params={"cursor": cursor, "limit": 500}
+        ).json()
         seen.extend(final["items"])
         assert not errors
         assert [e["seq"] for e in seen] == list(range(1, 62))
@@ -314,7 +326,12 @@ def test_a_report_ref_that_does_not_resolve_is_422_and_stores_nothing(api: httpx
     worker = api.post("/workers", json={"thread_id": trigger["thread_id"], "task": "t"}).json()
     bad = api.post(
         f"/workers/{worker['id']}/report",
-        json={"summary": "s", "body": "b", "refs": [trigger["id"], "trg_missing1"], "status": "ready"},
+        json={
+            "summary": "s",
+            "body": "b",
+            "refs": [trigger["id"], "trg_missing1"],
+            "status": "ready",
+        },
     )
     assert_problem(bad, 422, names="trg_missing1")
     after = api.get(f"/workers/{worker['id']}").json()
@@ -327,18 +344,27 @@ def test_a_worker_keeps_earlier_reports_and_shows_the_latest(api: httpx.Client) 
     for status in ("waiting", "ready"):
         response = api.post(
             f"/workers/{worker['id']}/report",
-            json={"summary": f"now {status}", "body": "", "refs": [trigger["id"]], "status": status},
+            json={
+                "summary": f"now {status}",
+                "body": "",
+                "refs": [trigger["id"]],
+                "status": status,
+            },
         )
         assert response.status_code == 201
     record = api.get(f"/workers/{worker['id']}").json()
     assert record["status"] == "ready"
-    assert record["report"]["summary"] == "now ready" and record["report"]["refs"] == [trigger["id"]]
+    assert record["report"]["summary"] == "now ready" and record["report"]["refs"] == [
+        trigger["id"]
+    ]
     assert [r["summary"] for r in record["earlier_reports"]] == ["now waiting"]
     assert record["thread_ids"] == [trigger["thread_id"]]
 
 
 def test_a_worker_on_an_unknown_thread_is_422(api: httpx.Client) -> None:
-    assert_problem(api.post("/workers", json={"thread_id": "thr_nope", "task": "t"}), 422, "thr_nope")
+    assert_problem(
+        api.post("/workers", json={"thread_id": "thr_nope", "task": "t"}), 422, "thr_nope"
+    )
 
 
 BAD_BODIES: list[tuple[str, bytes | dict[str, Any]]] = [
@@ -348,13 +374,34 @@ BAD_BODIES: list[tuple[str, bytes | dict[str, Any]]] = [
     ("missing kind", {"source": "s", "thread_key": "new:key", "payload": 1}),
     ("missing payload", {"source": "s", "kind": "m", "thread_key": "new:key"}),
     ("missing thread", {"source": "s", "kind": "m", "payload": 1}),
-    ("both threads", {"source": "s", "kind": "m", "thread_key": "new:key", "thread_id": "thr_x", "payload": 1}),
+    (
+        "both threads",
+        {"source": "s", "kind": "m", "thread_key": "new:key", "thread_id": "thr_x", "payload": 1},
+    ),
     ("source not a string", {"source": 5, "kind": "m", "thread_key": "new:key", "payload": 1}),
-    ("refs not a list", {"source": "s", "kind": "m", "thread_key": "new:key", "payload": 1, "refs": "trg_a"}),
-    ("unknown field", {"source": "s", "kind": "m", "thread_key": "new:key", "payload": 1, "thred": 1}),
+    (
+        "refs not a list",
+        {"source": "s", "kind": "m", "thread_key": "new:key", "payload": 1, "refs": "trg_a"},
+    ),
+    (
+        "unknown field",
+        {"source": "s", "kind": "m", "thread_key": "new:key", "payload": 1, "thred": 1},
+    ),
     ("empty source", {"source": "", "kind": "m", "thread_key": "new:key", "payload": 1}),
-    ("bad time", {"source": "s", "kind": "m", "thread_key": "new:key", "payload": 1, "occurred_at": "yesterday"}),
-    ("unknown ref", {"source": "s", "kind": "m", "thread_key": "new:key", "payload": 1, "refs": ["trg_nope"]}),
+    (
+        "bad time",
+        {
+            "source": "s",
+            "kind": "m",
+            "thread_key": "new:key",
+            "payload": 1,
+            "occurred_at": "yesterday",
+        },
+    ),
+    (
+        "unknown ref",
+        {"source": "s", "kind": "m", "thread_key": "new:key", "payload": 1, "refs": ["trg_nope"]},
+    ),
 ]
 
 
@@ -385,7 +432,9 @@ def test_a_body_over_the_size_limit_answers_413_and_stores_nothing(store: Any) -
             for _ in range(20):
                 yield b" " * 1000
 
-        streamed = api.post("/triggers", content=chunks(), headers={"content-type": "application/json"})
+        streamed = api.post(
+            "/triggers", content=chunks(), headers={"content-type": "application/json"}
+        )
         assert_problem(streamed, 413)
         assert api.get("/threads").json() == []
         assert post_trigger(api, payload="x" * 100).status_code == 201
