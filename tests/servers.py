@@ -62,10 +62,19 @@ def cli_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 class ProcessServer:
     """`python -m chainrecall serve` as a child process."""
 
-    def __init__(self, db: str, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        db: str,
+        *args: str,
+        env: dict[str, str] | None = None,
+        log_path: Path | None = None,
+        log_level: str = "warning",
+    ) -> None:
         self.db = db
         self.args = args
         self.env = env
+        self.log_path = log_path
+        self.log_level = log_level
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -73,9 +82,14 @@ class ProcessServer:
     def start(self) -> ProcessServer:
         cmd = [
             sys.executable, "-m", "chainrecall", "serve", "--db", self.db,
-            "--port", str(self.port), "--log-level", "warning", *self.args,
+            "--port", str(self.port), "--log-level", self.log_level, *self.args,
         ]  # fmt: skip
-        self.proc = subprocess.Popen(cmd, env=cli_env(self.env))
+        sink = self.log_path.open("ab") if self.log_path is not None else None
+        try:
+            self.proc = subprocess.Popen(cmd, env=cli_env(self.env), stdout=sink, stderr=sink)
+        finally:
+            if sink is not None:
+                sink.close()
         deadline = time.monotonic() + 30
         while True:
             if self.proc.poll() is not None:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from typing import TYPE_CHECKING, Annotated
+import sys
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
 from chainrecall import __version__
 from chainrecall.config import DEFAULT_HOST, DEFAULT_PORT, server_config_from_env
+from chainrecall.errors import ChainRecallError, InvalidInput
 
 if TYPE_CHECKING:
     from rich.progress import TaskID
@@ -82,7 +84,7 @@ def serve(
         github_secret=github_secret, insecure=insecure,
     )  # fmt: skip
     store = open_store(config.db)  # creates the file and applies migrations once, up front
-    if not is_loopback(host) and not insecure:
+    if not is_loopback(host) and not insecure and not store.has_tokens():
         typer.echo(
             f"refusing to listen on {host}: the database holds no API token, so anyone who "
             "can reach it could read and write this memory. Listen on 127.0.0.1, create a "
@@ -91,7 +93,7 @@ def serve(
         )
         store.close()
         raise typer.Exit(2)
-    if not is_loopback(host):
+    if not is_loopback(host) and not store.has_tokens():
         typer.secho(
             f"WARNING: serving {host} without authentication (--insecure)", err=True, fg="red"
         )
@@ -152,6 +154,166 @@ def migrate(
         typer.echo(f"verify: {len(differences)} difference(s) between source and target", err=True)
         raise typer.Exit(1)
     typer.echo("verify: every ID resolves on the target to the same record")
+
+
+@app.command("recall")
+def recall_command(
+    db: DbOption,
+    question: Annotated[str, typer.Argument(help="what to find evidence for")],
+    budget_bytes: Annotated[int, typer.Option(help="largest context, in UTF-8 bytes")] = 8192,
+    namespace: Annotated[str, typer.Option(help="namespace to search")] = "default",
+    as_json: Annotated[bool, typer.Option("--json", help="print the JSON answer")] = False,
+) -> None:
+    """Assemble the evidence for a question within a byte budget (what GET /recall answers)."""
+    import json
+
+    from chainrecall.recall import recall
+    from chainrecall.service import Memory
+    from chainrecall.store import open_store
+
+    memory = Memory(open_store(db), namespace)
+    try:
+        result = recall(memory, question, budget_bytes)
+    except ChainRecallError as exc:
+        _fail(exc)
+    finally:
+        memory.close()
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
+    else:
+        typer.echo(result.text, nl=False)
+        typer.echo(
+            f"-- {result.bytes} of {result.budget_bytes} bytes, {len(result.items)} items, "
+            f"{result.calls} calls, {result.hops} hops",
+            err=True,
+        )
+
+
+token_app = typer.Typer(help="API tokens: create, list, revoke.", no_args_is_help=True)
+app.add_typer(token_app, name="token")
+
+
+@token_app.command("create")
+def token_create(
+    db: DbOption,
+    namespace: Annotated[str, typer.Option(help="the namespace the token sees")] = "default",
+    scope: Annotated[str, typer.Option(help="read, write or admin")] = "read",
+    name: Annotated[str, typer.Option(help="a label for `token list`")] = "",
+) -> None:
+    """Create a token; it is printed once, as the last line, and stored only as a hash."""
+    from chainrecall.auth import issue_token
+    from chainrecall.store import open_store
+
+    store = open_store(db)
+    try:
+        info, token = issue_token(store, namespace, scope, name)  # type: ignore[arg-type]
+    except ChainRecallError as exc:
+        _fail(exc)
+    finally:
+        store.close()
+    typer.echo(f"created {info.id} (namespace {info.namespace}, scope {info.scope}); "
+               "the token is shown only now:", err=True)  # fmt: skip
+    typer.echo(token)
+
+
+@token_app.command("list")
+def token_list(db: DbOption) -> None:
+    """List tokens (ids, namespaces, scopes; never the tokens themselves)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from chainrecall.store import open_store
+
+    store = open_store(db)
+    tokens = store.list_tokens()
+    store.close()
+    table = Table("id", "namespace", "scope", "name", "created", "revoked")
+    for t in tokens:
+        table.add_row(t.id, t.namespace, t.scope, t.name, t.created_at, t.revoked_at or "")
+    Console().print(table)
+
+
+@token_app.command("revoke")
+def token_revoke(db: DbOption, token_id: Annotated[str, typer.Argument(help="tok_... id")]) -> None:
+    """Revoke a token by its id; requests with it answer 401 from now on."""
+    from chainrecall.store import open_store
+
+    store = open_store(db)
+    try:
+        info = store.revoke_token(token_id)
+    except ChainRecallError as exc:
+        _fail(exc)
+    finally:
+        store.close()
+    typer.echo(f"revoked {info.id} at {info.revoked_at}")
+
+
+@app.command("webhook-secret")
+def webhook_secret(
+    db: DbOption,
+    source: Annotated[str, typer.Option(help="github or slack")],
+    namespace: Annotated[str, typer.Option(help="deliveries signed with it land here")] = "default",
+    secret: Annotated[
+        str | None, typer.Option(help="the secret (default: read from standard input)")
+    ] = None,
+) -> None:
+    """Set the signing secret of a webhook source for one namespace."""
+    from chainrecall.auth import check_namespace
+    from chainrecall.store import open_store
+
+    value = secret if secret is not None else sys.stdin.readline().strip()
+    if not value:
+        _fail(InvalidInput("the secret must not be empty"))
+    store = open_store(db)
+    try:
+        store.set_webhook_secret(check_namespace(namespace), source, value)
+    except ChainRecallError as exc:
+        _fail(exc)
+    finally:
+        store.close()
+    typer.echo(f"{source} deliveries signed with this secret now land in namespace {namespace}")
+
+
+@app.command()
+def prune(
+    db: DbOption,
+    older_than: Annotated[str, typer.Option(help="age such as 90d, 12h, 2w")],
+    namespace: Annotated[str | None, typer.Option(help="only this namespace")] = None,
+    dry_run: Annotated[bool, typer.Option(help="count, erase nothing")] = False,
+) -> None:
+    """Erase triggers received longer ago than --older-than (tombstones stay; logged)."""
+    from rich.progress import Progress
+
+    from chainrecall.auth import cutoff_for, parse_age
+    from chainrecall.store import open_store
+
+    try:
+        cutoff = cutoff_for(parse_age(older_than))
+    except ChainRecallError as exc:
+        _fail(exc)
+    store = open_store(db)
+    try:
+        if dry_run:
+            count = len(store.triggers_received_before(namespace, cutoff, 10**9))
+            typer.echo(f"dry run: {count} triggers received before {cutoff} would be erased")
+            return
+        erased = 0
+        with Progress(transient=True) as progress:
+            task = progress.add_task("pruning", total=None)
+            while batch := store.triggers_received_before(namespace, cutoff, 500):
+                for ns, trigger_id in batch:
+                    store.delete_trigger(ns, trigger_id, actor="cli:prune",
+                                         reason=f"older than {older_than}")  # fmt: skip
+                    erased += 1
+                progress.update(task, completed=erased)
+        typer.echo(f"erased {erased} triggers received before {cutoff}")
+    finally:
+        store.close()
+
+
+def _fail(exc: ChainRecallError) -> NoReturn:
+    typer.echo(f"error: {exc.detail}", err=True)
+    raise typer.Exit(2)
 
 
 def main() -> None:

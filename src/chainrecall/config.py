@@ -25,6 +25,8 @@ class ServerConfig:
     slack_signing_secret: str | None = None
     workers: int = 1
     insecure: bool = False
+    rate_limit: float = 100.0  # requests a second per API token, on average
+    rate_burst: int = 200
 
     def with_overrides(self, **changes: Any) -> ServerConfig:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
@@ -34,6 +36,8 @@ class ServerConfig:
         env = {
             "CHAINRECALL_DB": self.db,
             "CHAINRECALL_MAX_BODY_BYTES": str(self.max_body_bytes),
+            "CHAINRECALL_RATE_LIMIT": str(self.rate_limit),
+            "CHAINRECALL_RATE_BURST": str(self.rate_burst),
         }
         if self.github_secret:
             env["CHAINRECALL_GITHUB_SECRET"] = self.github_secret
@@ -51,6 +55,8 @@ def server_config_from_env(db: str | None = None) -> ServerConfig:
         max_body_bytes=int(env.get("CHAINRECALL_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)),
         github_secret=env.get("CHAINRECALL_GITHUB_SECRET") or None,
         slack_signing_secret=env.get("CHAINRECALL_SLACK_SIGNING_SECRET") or None,
+        rate_limit=float(env.get("CHAINRECALL_RATE_LIMIT", 100.0)),
+        rate_burst=int(env.get("CHAINRECALL_RATE_BURST", 200)),
     )
 
 

@@ -111,9 +111,28 @@ TABLES: tuple[Table, ...] = (
         ("rowid",),
     ),
     Table("aliases", ("ns", "alias", "object_id"), ("ns", "alias")),
+    Table(
+        "tokens",
+        ("id", "ns", "scope", "name", "token_hash", "created_at", "revoked_at"),
+        ("id",),
+    ),
+    Table("webhook_secrets", ("ns", "source", "secret", "created_at"), ("ns", "source")),
+    Table(
+        "deletions",
+        ("seq", "ns", "object_id", "kind", "actor", "reason", "erased_triggers", "at"),
+        ("seq",),
+    ),
 )
 
 Row = tuple[Any, ...]
+
+# PostgreSQL identity columns standing in for SQLite's INTEGER PRIMARY KEY / rowid.
+_IDENTITY_COLUMNS = {
+    "threads": "rowid",
+    "worker_threads": "rowid",
+    "search_docs": "rowid",
+    "deletions": "seq",
+}
 
 
 class Side:
@@ -250,11 +269,12 @@ class PostgresSide(Side):
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 progress,
             )
-            if "rowid" in table.columns:
-                # Rows came with their rowid; new rows must number after them.
+            counter = _IDENTITY_COLUMNS.get(table.name)
+            if counter is not None:
+                # Rows came with their numbers; new rows must number after them.
                 cur.execute(
-                    f"SELECT setval(pg_get_serial_sequence('{table.name}', 'rowid'), "
-                    f"COALESCE((SELECT MAX(rowid) FROM {table.name}), 0) + 1, false)"
+                    f"SELECT setval(pg_get_serial_sequence('{table.name}', '{counter}'), "
+                    f"COALESCE((SELECT MAX({counter}) FROM {table.name}), 0) + 1, false)"
                 )
 
     def meta(self) -> dict[str, str]:

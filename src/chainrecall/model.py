@@ -164,6 +164,32 @@ class SearchResults(Record):
     items: list[SearchHit]
 
 
+Scope = Literal["read", "write", "admin"]
+
+
+class TokenInfo(Record):
+    """An API token as stored: never the token itself, only its hash and what it may do."""
+
+    id: str
+    namespace: str
+    scope: Scope
+    name: str
+    created_at: str
+    revoked_at: str | None = None
+
+
+class Deletion(Record):
+    """The record of one erasure: who, when, what."""
+
+    object_id: str
+    kind: Literal["trigger", "thread"]
+    namespace: str
+    actor: str
+    reason: str
+    at: str
+    erased_triggers: int = Field(description="triggers whose content was erased")
+
+
 class Payload(BaseModel):
     """A stored payload, byte for byte, with the content type it arrived with."""
 

@@ -18,6 +18,7 @@ from typing import Any
 from chainrecall import ids
 from chainrecall.errors import InvalidInput, NotFound, UnknownReference
 from chainrecall.model import (
+    Deletion,
     Event,
     EventPage,
     NewTrigger,
@@ -249,6 +250,17 @@ class Memory:
         size = parse_limit(limit)
         size = min(size, MAX_SEARCH_LIMIT)
         return SearchResults(query=query, items=self.store.search(self.namespace, query, size))
+
+    # -- deletion ------------------------------------------------------------
+    def delete_trigger(self, trigger_id: str, *, actor: str, reason: str = "") -> Deletion:
+        """Erase a trigger's content; its ID answers 410 from now on and is never reused."""
+        self._require_id(trigger_id, "trigger")
+        return self.store.delete_trigger(self.namespace, trigger_id, actor=actor, reason=reason)
+
+    def delete_thread(self, thread_id: str, *, actor: str, reason: str = "") -> Deletion:
+        """Erase a thread and its triggers' content; tombstones keep the IDs retired."""
+        self._require_id(thread_id, "thread")
+        return self.store.delete_thread(self.namespace, thread_id, actor=actor, reason=reason)
 
     def _require_id(self, value: str, kind: ids.Kind) -> None:
         if not ids.is_valid(value, kind):

@@ -11,15 +11,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from starlette.responses import Response
 
 from chainrecall import __version__
 from chainrecall.api.limits import BodySizeLimit
 from chainrecall.api.problems import install_problem_handlers
 from chainrecall.api.schemas import BatchOut, Problem, ReportIn, TriggerBatchIn, TriggerIn, WorkerIn
+from chainrecall.auth import RateLimiter, authenticate, require_scope
 from chainrecall.config import ServerConfig
-from chainrecall.model import EventPage, Record, SearchResults, Thread, Trigger, Worker
+from chainrecall.model import (
+    Deletion,
+    EventPage,
+    Record,
+    Scope,
+    SearchResults,
+    Thread,
+    Trigger,
+    Worker,
+)
+from chainrecall.paging import parse_limit
 from chainrecall.service import Memory
 from chainrecall.store import DEFAULT_NAMESPACE, Store, open_store
 
@@ -43,15 +54,40 @@ def memory(request: Request) -> Memory:
     return Memory(store, namespace)
 
 
-router = APIRouter()
+_SCOPE_BY_METHOD: dict[str, Scope] = {
+    "GET": "read", "HEAD": "read", "POST": "write", "PUT": "write", "PATCH": "write",
+    "DELETE": "admin",
+}  # fmt: skip
 
 
-@router.get("/healthz", tags=["meta"])
+async def authorize(request: Request) -> None:
+    """Bearer-token check for every recall route: namespace, scope, rate limit.
+
+    Runs inline (not in the thread pool): a token lookup is one indexed read.
+    """
+    store: Store = request.app.state.store
+    info = authenticate(store, request.headers.get("authorization"))
+    require_scope(info, _SCOPE_BY_METHOD.get(request.method, "admin"))
+    request.state.token = info
+    if info is None:
+        request.state.actor = "anonymous"
+        return
+    limiter: RateLimiter = request.app.state.rate_limiter
+    limiter.take(info.id)
+    request.state.namespace = info.namespace
+    request.state.actor = info.id
+
+
+meta = APIRouter()
+router = APIRouter(dependencies=[Depends(authorize)], responses=_problems(401, 403, 429))
+
+
+@meta.get("/healthz", tags=["meta"])
 async def healthz() -> dict[str, str]:
     return {"status": "ok", "version": __version__}
 
 
-@router.get("/", tags=["meta"])
+@meta.get("/", tags=["meta"])
 async def index() -> dict[str, Any]:
     return {
         "name": "chainrecall",
@@ -155,6 +191,28 @@ async def search(
     return record_response(memory(request).search(q or "", limit or 10))
 
 
+@router.get("/recall", tags=["read"], responses=_problems(400))
+async def recall_endpoint(
+    request: Request,
+    q: str | None = Query(None, description="the question to find evidence for"),
+    budget_bytes: str | None = Query(None, description="largest context in UTF-8 bytes"),
+) -> dict[str, Any]:
+    """Chain of Recall in one call: search for entry points, follow links, pack the evidence.
+
+    Answers `text` (at most budget_bytes of UTF-8), `items` (the IDs included, in order),
+    `bytes`, `hops`, `calls` and `spilled`.
+    """
+    from chainrecall.recall import recall
+
+    if not budget_bytes or not budget_bytes.strip().isdigit():
+        from chainrecall.errors import InvalidInput
+
+        raise InvalidInput(
+            "budget_bytes must be a positive integer, e.g. 8192", field="budget_bytes"
+        )
+    return recall(memory(request), q or "", int(budget_bytes)).to_json()
+
+
 # -- writing ---------------------------------------------------------------------
 
 
@@ -214,6 +272,54 @@ def post_report(worker_id: str, body: ReportIn, request: Request) -> Response:
     return record_response(worker, 201, headers={"Location": f"/workers/{worker.id}"})
 
 
+# -- deletion --------------------------------------------------------------------
+
+
+def _actor(request: Request) -> str:
+    return str(getattr(request.state, "actor", "anonymous"))
+
+
+@router.delete(
+    "/triggers/{trigger_id}", tags=["admin"], response_model=Deletion, response_class=Response,
+    responses=_problems(404, 410),
+)  # fmt: skip
+def delete_trigger(
+    trigger_id: str,
+    request: Request,
+    reason: str = Query("", max_length=500, description="why, for the deletion log"),
+) -> Response:
+    """Erase a trigger's payload, summary and search text; its ID answers 410 from now on."""
+    deletion = memory(request).delete_trigger(trigger_id, actor=_actor(request), reason=reason)
+    return record_response(deletion)
+
+
+@router.delete(
+    "/threads/{thread_id}", tags=["admin"], response_model=Deletion, response_class=Response,
+    responses=_problems(404, 410),
+)  # fmt: skip
+def delete_thread(
+    thread_id: str,
+    request: Request,
+    reason: str = Query("", max_length=500, description="why, for the deletion log"),
+) -> Response:
+    """Erase a thread and all its triggers' content; tombstones keep every ID retired."""
+    deletion = memory(request).delete_thread(thread_id, actor=_actor(request), reason=reason)
+    return record_response(deletion)
+
+
+@router.get(
+    "/deletions", tags=["admin"], response_model=list[Deletion], response_class=Response,
+    responses=_problems(400),
+)  # fmt: skip
+async def list_deletions(request: Request, limit: str | None = Query(None)) -> Response:
+    """The deletion log of this namespace, newest first: who erased what, when, why (admin)."""
+    require_scope(request.state.token, "admin")
+    store: Store = request.app.state.store
+    namespace = getattr(request.state, "namespace", DEFAULT_NAMESPACE)
+    rows = store.list_deletions(namespace, parse_limit(limit))
+    return Response("[" + ",".join(d.model_dump_json() for d in rows) + "]", media_type=JSON)
+
+
 def create_app(store: Store | str, config: ServerConfig | None = None) -> FastAPI:
     """The ASGI app over `store` (a Store, or a --db value to open)."""
     if isinstance(store, str):
@@ -227,7 +333,9 @@ def create_app(store: Store | str, config: ServerConfig | None = None) -> FastAP
     )
     app.state.store = store
     app.state.config = config
+    app.state.rate_limiter = RateLimiter(config.rate_limit, config.rate_burst)
     install_problem_handlers(app)
+    app.include_router(meta)
     app.include_router(router)
     app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes)
     return app

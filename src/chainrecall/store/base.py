@@ -25,7 +25,18 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from chainrecall.model import Event, NewTrigger, Payload, SearchHit, Thread, Trigger, Worker
+from chainrecall.model import (
+    Deletion,
+    Event,
+    NewTrigger,
+    Payload,
+    Scope,
+    SearchHit,
+    Thread,
+    TokenInfo,
+    Trigger,
+    Worker,
+)
 
 DEFAULT_NAMESPACE = "default"
 
@@ -188,3 +199,50 @@ class Store(ABC):
     @abstractmethod
     def search(self, ns: str, query: str, limit: int) -> list[SearchHit]:
         """Full-text search over summaries, payload text and reports, best first (BM25)."""
+
+    # -- access control --------------------------------------------------------
+    @abstractmethod
+    def create_token(self, ns: str, scope: Scope, name: str, token_hash: str) -> TokenInfo:
+        """Store a token's hash (the token itself is never stored)."""
+
+    @abstractmethod
+    def find_token(self, token_hash: str) -> TokenInfo | None:
+        """The active (not revoked) token with this hash, or None."""
+
+    @abstractmethod
+    def has_tokens(self) -> bool:
+        """True when at least one active token exists: then every request needs one."""
+
+    @abstractmethod
+    def list_tokens(self) -> list[TokenInfo]: ...
+
+    @abstractmethod
+    def revoke_token(self, token_id: str) -> TokenInfo:
+        """Revoke a token by its public id (NotFound when there is none)."""
+
+    @abstractmethod
+    def set_webhook_secret(self, ns: str, source: str, secret: str) -> None:
+        """The signing secret of a webhook source (github, slack) for one namespace."""
+
+    @abstractmethod
+    def webhook_secrets(self, source: str) -> list[tuple[str, str]]:
+        """Every (namespace, secret) configured for a webhook source."""
+
+    # -- deletion and retention ------------------------------------------------
+    @abstractmethod
+    def delete_trigger(self, ns: str, trigger_id: str, *, actor: str, reason: str) -> Deletion:
+        """Erase a trigger's content (payload, summary, search text) and keep a tombstone."""
+
+    @abstractmethod
+    def delete_thread(self, ns: str, thread_id: str, *, actor: str, reason: str) -> Deletion:
+        """Erase a thread and all its triggers' content; keep tombstones."""
+
+    @abstractmethod
+    def triggers_received_before(
+        self, ns: str | None, cutoff: str, limit: int
+    ) -> list[tuple[str, str]]:
+        """(namespace, trigger id) of live triggers received before `cutoff`, oldest first."""
+
+    @abstractmethod
+    def list_deletions(self, ns: str | None, limit: int) -> list[Deletion]:
+        """The deletion log, newest first."""

@@ -22,7 +22,7 @@ import json
 import secrets
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
@@ -39,12 +39,15 @@ from chainrecall.errors import (
     UnknownReference,
 )
 from chainrecall.model import (
+    Deletion,
     Event,
     NewTrigger,
     Payload,
     Report,
+    Scope,
     SearchHit,
     Thread,
+    TokenInfo,
     Trigger,
     Worker,
     now_iso,
@@ -58,7 +61,12 @@ from chainrecall.store.base import (
     worker_event_summary,
 )
 from chainrecall.store.migrations import apply_postgres_migrations
-from chainrecall.store.sqlite import event_from_row, thread_from_row, trigger_from_row
+from chainrecall.store.sqlite import (
+    event_from_row,
+    thread_from_row,
+    token_from_row,
+    trigger_from_row,
+)
 
 Conn = psycopg.Connection[Any]
 T = TypeVar("T")
@@ -553,3 +561,209 @@ class PostgresStore(Store):
             if len(hits) == limit:
                 break
         return hits
+
+    # -- access control --------------------------------------------------------
+    def create_token(self, ns: str, scope: Scope, name: str, token_hash: str) -> TokenInfo:
+        def work(conn: Conn) -> Sequence[Any]:
+            while True:
+                token_id = "tok_" + ids.new_id("trigger").split("_", 1)[1]
+                row = conn.execute(
+                    "INSERT INTO tokens (id, ns, scope, name, token_hash, created_at) "
+                    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING "
+                    f"RETURNING {_TOKEN_COLUMNS}",
+                    (token_id, ns, scope, name, token_hash, now_iso()),
+                ).fetchone()
+                if row is not None:
+                    return tuple(row)
+
+        return token_from_row(self._transact(work))
+
+    def find_token(self, token_hash: str) -> TokenInfo | None:
+        with self._read() as conn:
+            row = conn.execute(
+                f"SELECT {_TOKEN_COLUMNS} FROM tokens WHERE token_hash = %s AND revoked_at IS NULL",
+                (token_hash,),
+            ).fetchone()
+        return None if row is None else token_from_row(row)
+
+    def has_tokens(self) -> bool:
+        with self._read() as conn:
+            row = conn.execute("SELECT 1 FROM tokens WHERE revoked_at IS NULL LIMIT 1").fetchone()
+        return row is not None
+
+    def list_tokens(self) -> list[TokenInfo]:
+        with self._read() as conn:
+            rows = conn.execute(
+                f'SELECT {_TOKEN_COLUMNS} FROM tokens ORDER BY created_at, id COLLATE "C"'
+            ).fetchall()
+        return [token_from_row(row) for row in rows]
+
+    def revoke_token(self, token_id: str) -> TokenInfo:
+        def work(conn: Conn) -> Sequence[Any]:
+            row = conn.execute(
+                "UPDATE tokens SET revoked_at = COALESCE(revoked_at, %s) WHERE id = %s "
+                f"RETURNING {_TOKEN_COLUMNS}",
+                (now_iso(), token_id),
+            ).fetchone()
+            if row is None:
+                raise NotFound(token_id, "token")
+            return tuple(row)
+
+        return token_from_row(self._transact(work))
+
+    def set_webhook_secret(self, ns: str, source: str, secret: str) -> None:
+        self._transact(
+            lambda conn: conn.execute(
+                "INSERT INTO webhook_secrets (ns, source, secret, created_at) "
+                "VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (ns, source) DO UPDATE SET secret = excluded.secret",
+                (ns, source, secret, now_iso()),
+            )
+        )
+
+    def webhook_secrets(self, source: str) -> list[tuple[str, str]]:
+        with self._read() as conn:
+            rows = conn.execute(
+                'SELECT ns, secret FROM webhook_secrets WHERE source = %s ORDER BY ns COLLATE "C"',
+                (source,),
+            ).fetchall()
+        return [(str(r[0]), str(r[1])) for r in rows]
+
+    # -- deletion and retention ------------------------------------------------
+    def delete_trigger(self, ns: str, trigger_id: str, *, actor: str, reason: str) -> Deletion:
+        def work(conn: Conn) -> Deletion:
+            row = conn.execute(
+                "SELECT deleted_at, thread_id FROM triggers WHERE id = %s AND ns = %s",
+                (trigger_id, ns),
+            ).fetchone()
+            if row is None:
+                raise NotFound(trigger_id, "trigger")
+            # The thread's lock first, as appends take it: its title/summary may change.
+            conn.execute("SELECT 1 FROM threads WHERE id = %s FOR UPDATE", (row[1],))
+            row = conn.execute(
+                "SELECT deleted_at FROM triggers WHERE id = %s FOR UPDATE", (trigger_id,)
+            ).fetchone()
+            assert row is not None
+            if row[0] is not None:
+                raise Gone(trigger_id, row[0])
+            now = now_iso()
+            self._erase_trigger(conn, trigger_id, now)
+            return self._log_deletion(conn, ns, trigger_id, "trigger", actor, reason, 1, now)
+
+        return self._transact(work)
+
+    def delete_thread(self, ns: str, thread_id: str, *, actor: str, reason: str) -> Deletion:
+        def work(conn: Conn) -> Deletion:
+            row = conn.execute(
+                "SELECT deleted_at FROM threads WHERE id = %s AND ns = %s FOR UPDATE",
+                (thread_id, ns),
+            ).fetchone()
+            if row is None:
+                raise NotFound(thread_id, "thread")
+            if row[0] is not None:
+                raise Gone(thread_id, row[0])
+            now = now_iso()
+            live = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT id FROM triggers WHERE thread_id = %s AND deleted_at IS NULL "
+                    "ORDER BY seq",
+                    (thread_id,),
+                ).fetchall()
+            ]
+            for trigger_id in live:
+                self._erase_trigger(conn, trigger_id, now)
+            conn.execute(
+                "UPDATE threads SET key = NULL, title = '', summary = '', deleted_at = %s "
+                "WHERE id = %s",
+                (now, thread_id),
+            )
+            self._unindex(conn, thread_id)
+            conn.execute("DELETE FROM aliases WHERE ns = %s AND object_id = %s", (ns, thread_id))
+            return self._log_deletion(conn, ns, thread_id, "thread", actor, reason, len(live), now)
+
+        return self._transact(work)
+
+    def _erase_trigger(self, conn: Conn, trigger_id: str, now: str) -> None:
+        """Erase one trigger's content in the caller's transaction; its row stays as a tombstone."""
+        row = conn.execute(
+            "SELECT thread_id, summary FROM triggers WHERE id = %s", (trigger_id,)
+        ).fetchone()
+        assert row is not None
+        thread_id, summary = row
+        conn.execute(
+            "UPDATE triggers SET summary = '', author = NULL, payload_bytes = 0, refs_json = '[]', "
+            "deleted_at = %s WHERE id = %s",
+            (now, trigger_id),
+        )
+        conn.execute("DELETE FROM payloads WHERE trigger_id = %s", (trigger_id,))
+        conn.execute("DELETE FROM aliases WHERE object_id = %s", (trigger_id,))
+        self._unindex(conn, trigger_id)
+        # The thread's title and summary may be copies of this trigger's summary.
+        thread = conn.execute(
+            "SELECT key, title, summary, ns FROM threads WHERE id = %s", (thread_id,)
+        ).fetchone()
+        assert thread is not None
+        key, title, thread_summary, ns = thread
+        if summary and thread_summary == summary:
+            latest = conn.execute(
+                "SELECT summary FROM triggers WHERE thread_id = %s AND deleted_at IS NULL "
+                "ORDER BY seq DESC LIMIT 1",
+                (thread_id,),
+            ).fetchone()
+            conn.execute(
+                "UPDATE threads SET summary = %s WHERE id = %s",
+                (latest[0] if latest else "", thread_id),
+            )
+        if summary and title == summary:
+            conn.execute("UPDATE threads SET title = %s WHERE id = %s", (key or "", thread_id))
+            self._unindex(conn, thread_id)
+            if key:
+                self._index(conn, ns, thread_id, "thread", thread_id, key, key)
+
+    @staticmethod
+    def _unindex(conn: Conn, doc_id: str) -> None:
+        conn.execute("DELETE FROM search_docs WHERE doc_id = %s", (doc_id,))
+
+    @staticmethod
+    def _log_deletion(
+        conn: Conn, ns: str, object_id: str, kind: Literal["trigger", "thread"],
+        actor: str, reason: str, erased: int, now: str,
+    ) -> Deletion:  # fmt: skip
+        conn.execute(
+            "INSERT INTO deletions (ns, object_id, kind, actor, reason, erased_triggers, at) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            (ns, object_id, kind, actor, reason, erased, now),
+        )
+        return Deletion(
+            object_id=object_id, kind=kind, namespace=ns, actor=actor, reason=reason, at=now,
+            erased_triggers=erased,
+        )  # fmt: skip
+
+    def triggers_received_before(
+        self, ns: str | None, cutoff: str, limit: int
+    ) -> list[tuple[str, str]]:
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT ns, id FROM triggers WHERE received_at < %s AND deleted_at IS NULL "
+                'AND (%s::text IS NULL OR ns = %s) ORDER BY received_at, id COLLATE "C" '
+                "LIMIT %s",
+                (cutoff, ns, ns, limit),
+            ).fetchall()
+        return [(str(r[0]), str(r[1])) for r in rows]
+
+    def list_deletions(self, ns: str | None, limit: int) -> list[Deletion]:
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT object_id, kind, ns, actor, reason, at, erased_triggers FROM deletions "
+                "WHERE (%s::text IS NULL OR ns = %s) ORDER BY seq DESC LIMIT %s",
+                (ns, ns, limit),
+            ).fetchall()
+        return [
+            Deletion(object_id=r[0], kind=r[1], namespace=r[2], actor=r[3], reason=r[4], at=r[5],
+                     erased_triggers=r[6])
+            for r in rows
+        ]  # fmt: skip
+
+
+_TOKEN_COLUMNS = "id, ns, scope, name, created_at, revoked_at"

@@ -19,19 +19,22 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 from chainrecall import ids
 from chainrecall.errors import ChainRecallError, Gone, NotFound, StoreUnavailable, UnknownReference
 from chainrecall.model import (
+    Deletion,
     Event,
     Neighbours,
     NewTrigger,
     Payload,
     PayloadRef,
     Report,
+    Scope,
     SearchHit,
     Thread,
+    TokenInfo,
     Trigger,
     Worker,
     now_iso,
@@ -491,6 +494,210 @@ class SQLiteStore(Store):
             if len(hits) == limit:
                 break
         return hits
+
+    # -- access control --------------------------------------------------------
+    def create_token(self, ns: str, scope: Scope, name: str, token_hash: str) -> TokenInfo:
+        with self._write() as conn:
+            while True:
+                token_id = "tok_" + ids.new_id("trigger").split("_", 1)[1]
+                if (
+                    conn.execute("SELECT 1 FROM tokens WHERE id = ?", (token_id,)).fetchone()
+                    is None
+                ):
+                    break
+            conn.execute(
+                "INSERT INTO tokens (id, ns, scope, name, token_hash, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (token_id, ns, scope, name, token_hash, now_iso()),
+            )
+            row = conn.execute(
+                f"SELECT {_TOKEN_COLUMNS} FROM tokens WHERE id = ?", (token_id,)
+            ).fetchone()
+        return token_from_row(row)
+
+    def find_token(self, token_hash: str) -> TokenInfo | None:
+        with self._read() as conn:
+            row = conn.execute(
+                f"SELECT {_TOKEN_COLUMNS} FROM tokens WHERE token_hash = ? AND revoked_at IS NULL",
+                (token_hash,),
+            ).fetchone()
+        return None if row is None else token_from_row(row)
+
+    def has_tokens(self) -> bool:
+        with self._read() as conn:
+            row = conn.execute("SELECT 1 FROM tokens WHERE revoked_at IS NULL LIMIT 1").fetchone()
+        return row is not None
+
+    def list_tokens(self) -> list[TokenInfo]:
+        with self._read() as conn:
+            rows = conn.execute(f"SELECT {_TOKEN_COLUMNS} FROM tokens ORDER BY created_at, id")
+            return [token_from_row(row) for row in rows]
+
+    def revoke_token(self, token_id: str) -> TokenInfo:
+        with self._write() as conn:
+            cur = conn.execute(
+                "UPDATE tokens SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?",
+                (now_iso(), token_id),
+            )
+            if cur.rowcount == 0:
+                raise NotFound(token_id, "token")
+            row = conn.execute(
+                f"SELECT {_TOKEN_COLUMNS} FROM tokens WHERE id = ?", (token_id,)
+            ).fetchone()
+        return token_from_row(row)
+
+    def set_webhook_secret(self, ns: str, source: str, secret: str) -> None:
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO webhook_secrets (ns, source, secret, created_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (ns, source) DO UPDATE SET secret = excluded.secret",
+                (ns, source, secret, now_iso()),
+            )
+
+    def webhook_secrets(self, source: str) -> list[tuple[str, str]]:
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT ns, secret FROM webhook_secrets WHERE source = ? ORDER BY ns", (source,)
+            )
+            return [(str(r[0]), str(r[1])) for r in rows]
+
+    # -- deletion and retention ------------------------------------------------
+    def delete_trigger(self, ns: str, trigger_id: str, *, actor: str, reason: str) -> Deletion:
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT deleted_at FROM triggers WHERE id = ? AND ns = ?", (trigger_id, ns)
+            ).fetchone()
+            if row is None:
+                raise NotFound(trigger_id, "trigger")
+            if row[0] is not None:
+                raise Gone(trigger_id, row[0])
+            now = now_iso()
+            self._erase_trigger(conn, trigger_id, now)
+            return self._log_deletion(conn, ns, trigger_id, "trigger", actor, reason, 1, now)
+
+    def delete_thread(self, ns: str, thread_id: str, *, actor: str, reason: str) -> Deletion:
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT deleted_at FROM threads WHERE id = ? AND ns = ?", (thread_id, ns)
+            ).fetchone()
+            if row is None:
+                raise NotFound(thread_id, "thread")
+            if row[0] is not None:
+                raise Gone(thread_id, row[0])
+            now = now_iso()
+            live = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT id FROM triggers WHERE thread_id = ? AND deleted_at IS NULL",
+                    (thread_id,),
+                )
+            ]
+            for trigger_id in live:
+                self._erase_trigger(conn, trigger_id, now)
+            conn.execute(
+                "UPDATE threads SET key = NULL, title = '', summary = '', deleted_at = ? WHERE id = ?",
+                (now, thread_id),
+            )
+            self._unindex(conn, thread_id)
+            conn.execute("DELETE FROM aliases WHERE ns = ? AND object_id = ?", (ns, thread_id))
+            return self._log_deletion(conn, ns, thread_id, "thread", actor, reason, len(live), now)
+
+    def _erase_trigger(self, conn: sqlite3.Connection, trigger_id: str, now: str) -> None:
+        """Erase one trigger's content in the caller's transaction; its row stays as a tombstone."""
+        thread_id, summary = conn.execute(
+            "SELECT thread_id, summary FROM triggers WHERE id = ?", (trigger_id,)
+        ).fetchone()
+        conn.execute(
+            "UPDATE triggers SET summary = '', author = NULL, payload_bytes = 0, refs_json = '[]', "
+            "deleted_at = ? WHERE id = ?",
+            (now, trigger_id),
+        )
+        conn.execute("DELETE FROM payloads WHERE trigger_id = ?", (trigger_id,))
+        conn.execute("DELETE FROM aliases WHERE object_id = ?", (trigger_id,))
+        self._unindex(conn, trigger_id)
+        # The thread's title and summary may be copies of this trigger's summary.
+        key, title, thread_summary = conn.execute(
+            "SELECT key, title, summary FROM threads WHERE id = ?", (thread_id,)
+        ).fetchone()
+        if summary and thread_summary == summary:
+            latest = conn.execute(
+                "SELECT summary FROM triggers WHERE thread_id = ? AND deleted_at IS NULL "
+                "ORDER BY seq DESC LIMIT 1",
+                (thread_id,),
+            ).fetchone()
+            conn.execute(
+                "UPDATE threads SET summary = ? WHERE id = ?",
+                (latest[0] if latest else "", thread_id),
+            )
+        if summary and title == summary:
+            conn.execute("UPDATE threads SET title = ? WHERE id = ?", (key or "", thread_id))
+            self._unindex(conn, thread_id)
+            if key:
+                self._index(conn, self._ns_of_thread(conn, thread_id), thread_id, "thread",
+                            thread_id, key, key)  # fmt: skip
+
+    @staticmethod
+    def _ns_of_thread(conn: sqlite3.Connection, thread_id: str) -> str:
+        return str(conn.execute("SELECT ns FROM threads WHERE id = ?", (thread_id,)).fetchone()[0])
+
+    @staticmethod
+    def _unindex(conn: sqlite3.Connection, doc_id: str) -> None:
+        rowids = [
+            r[0] for r in conn.execute("SELECT rowid FROM search_docs WHERE doc_id = ?", (doc_id,))
+        ]
+        for rowid in rowids:
+            conn.execute("DELETE FROM search_fts WHERE rowid = ?", (rowid,))
+        conn.execute("DELETE FROM search_docs WHERE doc_id = ?", (doc_id,))
+
+    @staticmethod
+    def _log_deletion(
+        conn: sqlite3.Connection, ns: str, object_id: str, kind: Literal["trigger", "thread"],
+        actor: str, reason: str,
+        erased: int, now: str,
+    ) -> Deletion:  # fmt: skip
+        conn.execute(
+            "INSERT INTO deletions (ns, object_id, kind, actor, reason, erased_triggers, at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (ns, object_id, kind, actor, reason, erased, now),
+        )
+        return Deletion(
+            object_id=object_id, kind=kind, namespace=ns, actor=actor, reason=reason, at=now,
+            erased_triggers=erased,
+        )  # fmt: skip
+
+    def triggers_received_before(
+        self, ns: str | None, cutoff: str, limit: int
+    ) -> list[tuple[str, str]]:
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT ns, id FROM triggers WHERE received_at < ? AND deleted_at IS NULL "
+                "AND (? IS NULL OR ns = ?) ORDER BY received_at, id LIMIT ?",
+                (cutoff, ns, ns, limit),
+            ).fetchall()
+        return [(str(r[0]), str(r[1])) for r in rows]
+
+    def list_deletions(self, ns: str | None, limit: int) -> list[Deletion]:
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT object_id, kind, ns, actor, reason, at, erased_triggers FROM deletions "
+                "WHERE (? IS NULL OR ns = ?) ORDER BY seq DESC LIMIT ?",
+                (ns, ns, limit),
+            ).fetchall()
+        return [
+            Deletion(object_id=r[0], kind=r[1], namespace=r[2], actor=r[3], reason=r[4], at=r[5],
+                     erased_triggers=r[6])
+            for r in rows
+        ]  # fmt: skip
+
+
+_TOKEN_COLUMNS = "id, ns, scope, name, created_at, revoked_at"
+
+
+def token_from_row(row: Sequence[Any]) -> TokenInfo:
+    return TokenInfo(
+        id=row[0], namespace=row[1], scope=row[2], name=row[3], created_at=row[4],
+        revoked_at=row[5],
+    )  # fmt: skip
 
 
 _THREAD_COLUMNS = (

@@ -1,0 +1,84 @@
+"""GET /recall and recall(): evidence by hops, inside the byte budget, every ID resolvable."""
+
+from __future__ import annotations
+
+import httpx
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from chainrecall.recall import recall
+from chainrecall.service import Memory
+
+
+def payments_story(memory: Memory) -> dict[str, str]:
+    pr, _ = memory.record_trigger(
+        source="github", kind="pull_request.opened", thread_key="github:acme/payments#412",
+        summary="PR #412 opened by dana: payments client", payload="Adds a client for the PSP",
+    )  # fmt: skip
+    ci, _ = memory.record_trigger(
+        source="github", kind="check_run.completed", thread_id=pr.thread_id,
+        summary="CI failed on PR #412: 3 of 118 tests red in payments/",
+        payload="FAILED test_charge: PSPTimeout after 30s\n" * 3 + "ok\n" * 2000,
+    )  # fmt: skip
+    for i in range(30):  # unrelated chatter
+        memory.record_trigger(
+            source="chat", kind="message", thread_key=f"chat:random{i % 5}",
+            payload=f"lunch plans number {i}",
+        )  # fmt: skip
+    worker = memory.start_worker(pr.thread_id, "make the client survive PSP timeouts")
+    memory.report(
+        worker.id, summary="added retry with exponential backoff to the payment client",
+        body="Why: CI showed three PSP timeouts.", refs=[ci.id], status="ready",
+    )  # fmt: skip
+    return {"pr": pr.id, "ci": ci.id, "worker": worker.id, "thread": pr.thread_id}
+
+
+def test_recall_follows_a_report_to_the_trigger_it_cites(memory: Memory) -> None:
+    ids = payments_story(memory)
+    result = recall(memory, "why did we add retry logic to the payment client?", 4096)
+    assert ids["ci"] in result.items
+    assert "PSPTimeout" in result.text
+    assert result.bytes == len(result.text.encode("utf-8")) <= 4096
+    assert result.hops >= 2 and result.calls >= 3
+    # the cited evidence comes before unrelated chatter, which only fills leftover room
+    assert result.text.index("PSPTimeout") < result.text.find("lunch") or "lunch" not in result.text
+
+
+def test_a_large_payload_is_cut_and_left_behind_a_pointer(memory: Memory) -> None:
+    ids = payments_story(memory)
+    result = recall(memory, "PSPTimeout test_charge", 1024)
+    assert result.bytes <= 1024
+    assert f"GET /triggers/{ids['ci']}/payload" in result.text
+    assert any(s["id"] == ids["ci"] and s["reason"] == "truncated" for s in result.spilled)
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    budget=st.integers(64, 6000),
+    words=st.lists(
+        st.sampled_from(["payment", "retry", "lunch", "timeouts", "PSP", "ễ"]), max_size=4
+    ),
+)
+def test_the_budget_is_never_exceeded(memory: Memory, budget: int, words: list[str]) -> None:
+    if memory.search("payment").items == []:
+        payments_story(memory)
+    result = recall(memory, " ".join(words) or "payment", budget)
+    assert len(result.text.encode("utf-8")) == result.bytes <= budget
+    for item in result.items:
+        assert item in result.text
+
+
+def test_recall_over_http_and_every_id_resolves(memory: Memory, api: httpx.Client) -> None:
+    payments_story(memory)
+    body = api.get("/recall", params={"q": "retry payment client", "budget_bytes": 2048}).json()
+    assert set(body) >= {"text", "items", "bytes", "hops", "calls", "spilled"}
+    assert len(body["text"].encode("utf-8")) <= 2048
+    for item in body["items"]:
+        assert api.get(f"/triggers/{item}").status_code == 200
+    for bad in ({"q": "x"}, {"q": "x", "budget_bytes": "lots"}, {"q": "x", "budget_bytes": 10},
+                {"budget_bytes": 2048}):  # fmt: skip
+        response = api.get("/recall", params=bad)
+        assert response.status_code == 400
+        assert response.headers["content-type"].startswith("application/problem+json")
