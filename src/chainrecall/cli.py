@@ -9,7 +9,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import sys
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -19,6 +19,9 @@ from chainrecall.errors import ChainRecallError, InvalidInput
 from chainrecall.harness import commands as harness_commands
 
 DEFAULT_MCP_PORT = 8078
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
 
 app = typer.Typer(
     name="chainrecall",
@@ -106,6 +109,54 @@ def serve(
         )  # fmt: skip
         return
     uvicorn.run(create_app(store, config), host=host, port=port, log_level=log_level)
+
+
+@app.command()
+def migrate(
+    source: Annotated[str, typer.Option("--from", help="SQLite file or postgresql:// URL to copy")],
+    target: Annotated[str, typer.Option("--to", help="SQLite file or postgresql:// URL to fill")],
+    verify: Annotated[
+        bool, typer.Option("--verify", help="only compare the two (a copy always ends with it)")
+    ] = False,
+    batch_size: Annotated[int, typer.Option(min=1, help="rows per committed batch")] = 500,
+) -> None:
+    """Copy a memory between SQLite and PostgreSQL, then verify every ID on the target.
+
+    Resumable: run it again after an interruption and it continues. Exits 1 when the
+    target differs from the source, listing what differs.
+    """
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from chainrecall.errors import ChainRecallError
+    from chainrecall.migrate import copy_database, verify_database
+
+    console = Console(stderr=True)
+    columns = (TextColumn("{task.description:<16}"), BarColumn(), MofNCompleteColumn())
+    try:
+        with Progress(*columns, console=console) as bar:
+            tasks: dict[str, TaskID] = {}
+
+            def show(table: str, done: int, total: int) -> None:
+                if table not in tasks:
+                    tasks[table] = bar.add_task(table, total=total)
+                bar.update(tasks[table], completed=done, total=total)
+
+            if not verify:
+                copied = copy_database(source, target, batch_size=batch_size, progress=show)
+                console.print(f"copied {sum(copied.values())} rows")
+            differences = verify_database(source, target, progress=show)
+    except ChainRecallError as exc:
+        console.print(f"[red]migrate failed:[/] {exc.detail}")
+        raise typer.Exit(2) from exc
+    if differences:
+        for line in differences[:200]:
+            typer.echo(f"DIFFERS {line}")
+        if len(differences) > 200:
+            typer.echo(f"... and {len(differences) - 200} more differences")
+        typer.echo(f"verify: {len(differences)} difference(s) between source and target", err=True)
+        raise typer.Exit(1)
+    typer.echo("verify: every ID resolves on the target to the same record")
 
 
 @app.command("recall")

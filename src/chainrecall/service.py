@@ -167,7 +167,7 @@ class Memory:
         for tid in thread_ids:
             if not ids.is_valid(tid, "thread"):
                 raise UnknownReference(tid[:60], "thread_id")
-        task = _text(task, "task", 20_000)
+        task = _no_nul(_text(task, "task", 20_000), "task")
         if not task.strip():
             raise InvalidInput("task must say what the worker is to do", field="task")
         return self.store.start_worker(self.namespace, thread_ids, task)
@@ -189,7 +189,7 @@ class Memory:
             raise InvalidInput("summary must not be empty", field="summary")
         return self.store.add_report(
             self.namespace, worker_id, summary=one_line(summary, MAX_SUMMARY_INPUT),
-            body=body, refs=list(refs), status=_status(status, "status"),
+            body=_no_nul(body, "body"), refs=list(refs), status=_status(status, "status"),
         )  # fmt: skip
 
     # -- reads ---------------------------------------------------------------
@@ -359,6 +359,13 @@ def _text(value: Any, field: str, limit: int) -> str:
         value.replace("\n", " ").replace("\t", " ")
     ):
         raise InvalidInput(f"{field} contains control characters", field=field)
+    return value
+
+
+def _no_nul(value: str, field: str) -> str:
+    """Free text may hold control characters, but not NUL: PostgreSQL text cannot store it."""
+    if "\x00" in value:
+        raise InvalidInput(f"{field} contains a NUL character (\\u0000); remove it", field=field)
     return value
 
 
