@@ -14,6 +14,7 @@ import typer
 
 from chainrecall import __version__
 from chainrecall.config import DEFAULT_HOST, DEFAULT_PORT, server_config_from_env
+from chainrecall.context_cli import context_command, cost_command
 
 app = typer.Typer(
     name="chainrecall",
@@ -101,6 +102,10 @@ def serve(
         )  # fmt: skip
         return
     uvicorn.run(create_app(store, config), host=host, port=port, log_level=log_level)
+
+
+app.command("context")(context_command)
+app.command("cost")(cost_command)
 
 
 def main() -> None:

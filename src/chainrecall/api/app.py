@@ -15,6 +15,7 @@ from fastapi import APIRouter, FastAPI, Query, Request
 from starlette.responses import Response
 
 from chainrecall import __version__
+from chainrecall.api.context import router as context_router
 from chainrecall.api.limits import BodySizeLimit
 from chainrecall.api.problems import install_problem_handlers
 from chainrecall.api.schemas import BatchOut, Problem, ReportIn, TriggerBatchIn, TriggerIn, WorkerIn
@@ -64,6 +65,7 @@ async def index() -> dict[str, Any]:
             "GET /threads/{id}/events?cursor=&limit=",
             "GET /workers/{id}",
             "GET /search?q=",
+            "GET /context?trigger_id=|thread_id=&budget_bytes=",
             "POST /triggers",
             "POST /workers",
             "POST /workers/{id}/report",
@@ -229,6 +231,7 @@ def create_app(store: Store | str, config: ServerConfig | None = None) -> FastAP
     app.state.config = config
     install_problem_handlers(app)
     app.include_router(router)
+    app.include_router(context_router)
     app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes)
     return app
 
