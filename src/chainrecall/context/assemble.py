@@ -64,6 +64,9 @@ class PayloadView:
     size: int
     head: str | None  # the decoded start of the payload; None when it is not text
     complete: bool  # True when `head` is the whole payload
+    # The decoded end of a long text payload (a log says what went wrong at its end);
+    # None for JSON, whose end is closing brackets, and for a complete head.
+    tail: str | None = None
 
 
 @dataclass(frozen=True)
@@ -272,7 +275,9 @@ def _thread_pieces(source: ContextSource) -> list[Piece]:
     if title_cut or key_cut:
         spills.append(Spill(f"GET /threads/{thread.id}", "key and title", "truncated",
                             f"title or key of {thread.id}"))  # fmt: skip
-    meta = f"{key} · {thread.status} · {plural(thread.event_count, 'event')}"
+    # No event count here: it changes on every event, and this line sits early in
+    # the thread section, so it would end the shared prefix of consecutive contexts.
+    meta = f"{key} · {thread.status}"
     workers_left = len(thread.owner_workers) - len(source.workers)
     if workers_left > 0:
         meta += f" · {plural(workers_left, 'more worker')} at /threads/{thread.id}"
@@ -285,7 +290,7 @@ def _thread_pieces(source: ContextSource) -> list[Piece]:
             [Variant(
                 (f"## Thread {thread.id}: {title}", meta),
                 ((("thread",), {"id": thread.id, "title": title, "key": key,
-                                "status": thread.status, "event_count": thread.event_count}),),
+                                "status": thread.status}),),
                 ids=(thread.id,), spills=tuple(spills),
             )],
         )
@@ -460,14 +465,13 @@ def _payload_pieces(payload: PayloadView) -> list[Piece]:
     ]
     if head is not None and not inline_ok:
         flat = " ".join(head.split())
+        flat_tail = " ".join(payload.tail.split()) if payload.tail else None
 
         def shrink(avail_bytes: int, avail_tokens: int | None, budget: Budget) -> Variant | None:
             room = min(PREVIEW_CAP_BYTES, avail_bytes - len("preview: …\n".encode()))
             room -= 16  # JSON quoting and escapes of a few characters
             while room >= MIN_PREVIEW_BYTES:
-                text = _clip_bytes(flat, room)
-                if len(text) < len(flat) or not payload.complete:
-                    text += "…"
+                text = _preview_text(flat, flat_tail, room, payload.complete)
                 variant = Variant((f"preview: {text}",), ((("trigger", "preview"), text),))
                 if avail_tokens is None or budget.counter is None:
                     return variant
@@ -478,6 +482,17 @@ def _payload_pieces(payload: PayloadView) -> list[Piece]:
 
         pieces.append(Piece("preview", _SECTION_TRIGGER, 3, 6, shrink=shrink, requires="payload"))
     return pieces
+
+
+def _preview_text(head: str, tail: str | None, room: int, complete: bool) -> str:
+    """At most `room` bytes (plus an ellipsis) of a payload: its start, and its end if known."""
+    if tail is None:
+        text = _clip_bytes(head, room)
+        return text + "…" if len(text) < len(head) or not complete else text
+    head_room = room // 3
+    tail_room = room - head_room - len(" … ")
+    end = tail.encode("utf-8")[-tail_room:].decode("utf-8", errors="ignore")
+    return _clip_bytes(head, head_room) + " … " + end.lstrip()
 
 
 # -- selection ----------------------------------------------------------------------

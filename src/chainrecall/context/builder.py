@@ -108,7 +108,7 @@ def build_context(
 
     workers = _workers(memory, thread.owner_workers[-WORKERS_SHOWN:])
     upto = trigger.seq - 1 if trigger is not None else thread.event_count
-    after = max(0, upto - events_limit)
+    after = _window_start(upto, events_limit)
     events: list[Event] = []
     if upto > after:
         events, _ = store.list_events(ns, thread.id, after, upto - after)
@@ -128,6 +128,20 @@ def build_context(
     return assemble(source, budget, fmt)
 
 
+def _window_start(upto: int, events_limit: int) -> int:
+    """The position after which the shown events start: the last `events_limit` at most.
+
+    The start moves in steps of half a window, not one event at a time, so that
+    consecutive contexts on one thread show the same older events and only
+    append the newest (a longer shared prefix for the provider's cache).
+    """
+    first = upto - events_limit
+    if first <= 0:
+        return 0
+    step = max(1, events_limit // 2)
+    return -(-first // step) * step
+
+
 def _workers(memory: Memory, worker_ids: list[str]) -> list[Worker]:
     workers = []
     for worker_id in worker_ids:
@@ -145,7 +159,7 @@ def is_text_type(content_type: str) -> bool:
 
 def _payload_view(memory: Memory, trigger: Trigger) -> PayloadView:
     ref = trigger.payload
-    head = None
+    head = tail = None
     complete = False
     if is_text_type(ref.content_type):
         data = memory.get_payload(trigger.id).data
@@ -153,7 +167,10 @@ def _payload_view(memory: Memory, trigger: Trigger) -> PayloadView:
         # An incremental decoder drops a character cut in half at the end of the head.
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         head = decoder.decode(data[:PAYLOAD_HEAD_BYTES], final=complete)
+        if not complete and "json" not in ref.content_type.lower():
+            # errors="ignore" drops a character cut in half at the start of the tail.
+            tail = data[-PAYLOAD_HEAD_BYTES:].decode("utf-8", errors="ignore")
     return PayloadView(
         trigger_id=trigger.id, content_type=ref.content_type, size=ref.bytes, head=head,
-        complete=complete,
+        complete=complete, tail=tail,
     )  # fmt: skip
