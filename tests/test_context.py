@@ -189,7 +189,7 @@ PAYLOADS = st.one_of(
 )
 
 
-@settings(max_examples=25, deadline=None,
+@settings(max_examples=15, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])  # fmt: skip
 @given(
     stream=st.lists(

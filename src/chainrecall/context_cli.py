@@ -84,7 +84,9 @@ def cost_command(
         str | None,
         typer.Option("--turns", help="resend table for these turn counts, e.g. 3,6,10,20"),
     ] = None,
-    text: Annotated[str | None, typer.Option("--text", help="a text to measure")] = None,
+    text: Annotated[
+        list[str] | None, typer.Option("--text", help="a text to measure (repeatable)")
+    ] = None,
     file: Annotated[Path | None, typer.Option("--file", help="a UTF-8 file to measure")] = None,
     db: Annotated[str | None, typer.Option("--db", help="replay this database's triggers")] = None,
     stream: Annotated[
@@ -118,11 +120,11 @@ def cost_command(
         if tokenizer:
             check_tokenizer_name(tokenizer)
         measured = False
-        if text is not None or file is not None:
+        if text or file is not None:
             measured = True
             names = cost.tokenizers_for(tokenizer)
-            if text is not None:
-                console.print(cost.text_renderable("--text", text, names))
+            for number, sample in enumerate(text or [], 1):
+                console.print(cost.text_renderable(f"--text {number}", sample, names))
             if file is not None:
                 try:
                     content = file.read_text(encoding="utf-8")
