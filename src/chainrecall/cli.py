@@ -15,6 +15,7 @@ import typer
 
 from chainrecall import __version__
 from chainrecall.config import DEFAULT_HOST, DEFAULT_PORT, server_config_from_env
+from chainrecall.context_cli import context_command, cost_command
 from chainrecall.errors import ChainRecallError, InvalidInput
 from chainrecall.harness import commands as harness_commands
 
@@ -358,6 +359,10 @@ def mcp(
 
     typer.echo(f"MCP over streamable HTTP at http://{host}:{port}/mcp", err=True)
     uvicorn.run(mcp_http_app(store, host=host), host=host, port=port, log_level=log_level)
+
+
+app.command("context")(context_command)
+app.command("cost")(cost_command)
 
 
 def main() -> None:

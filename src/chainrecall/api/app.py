@@ -15,6 +15,7 @@ from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from starlette.responses import Response
 
 from chainrecall import __version__
+from chainrecall.api.context import router as context_router
 from chainrecall.api.limits import BodySizeLimit
 from chainrecall.api.mcp import mount_mcp
 from chainrecall.api.openapi import install_openapi
@@ -102,6 +103,7 @@ async def index() -> dict[str, Any]:
             "GET /threads/{id}/events?cursor=&limit=",
             "GET /workers/{id}",
             "GET /search?q=",
+            "GET /context?trigger_id=|thread_id=&budget_bytes=",
             "POST /triggers",
             "POST /workers",
             "POST /workers/{id}/report",
@@ -342,6 +344,7 @@ def create_app(store: Store | str, config: ServerConfig | None = None) -> FastAP
     app.include_router(router)
     install_openapi(app)
     mount_mcp(app, store, host=config.host, max_body_bytes=config.max_body_bytes)
+    app.include_router(context_router)
     app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes)
     return app
 
