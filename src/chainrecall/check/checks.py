@@ -899,12 +899,17 @@ def paging_foreign_cursor(session: Session) -> None:
 )
 def paging_limit(session: Session) -> None:
     thread_id = subject_thread(session)
+    count, _ = event_count(session, thread_id)
+    if count == 0:
+        raise CheckSkipped(f"thread {thread_id} has no events to page through")
     default, exchange = fetch_page(session, thread_id, None, None, rules.PAGING_LIMIT)
     if not default["items"]:
         raise CheckFailed("without limit, the first page of a non-empty thread is empty", exchange)
     fetch_page(session, thread_id, None, 100, rules.PAGING_LIMIT)
     one, exchange = fetch_page(session, thread_id, None, 1, rules.PAGING_LIMIT)
-    if len(one["items"]) != 1 or not one["has_more"]:
+    if len(default["items"]) < 2:
+        session.notes.append("the thread has one event: limit=1 splitting it was not checked")
+    elif len(one["items"]) != 1 or not one["has_more"]:
         raise CheckFailed("limit=1 on a thread of several events is not one page of many", exchange)
 
 
@@ -915,9 +920,7 @@ def paging_limit(session: Session) -> None:
 )
 def paging_limit_invalid(session: Session) -> None:
     thread_id = subject_thread(session)
-    for limit in ("0", "-1", "abc", "2.5", "1000000000", ""):
-        if limit == "":
-            continue  # an empty limit may mean the default; API.md does not say
+    for limit in ("0", "-1", "abc", "2.5", "1000000000"):
         response, exchange = session.request("GET", events_path(thread_id), params={"limit": limit})
         expect_problem(response, exchange, 400, f"limit={limit}")
 
@@ -991,9 +994,9 @@ def dedupe_concurrent(session: Session) -> None:
     ids: set[str] = set()
     created = 0
     for response, exchange in answers:
-        if response is None or response.status_code not in (200, 201):
-            expect_status(response, exchange, (200, 201), "a concurrent retry")  # type: ignore[arg-type]
-        assert response is not None
+        if response is None:
+            raise CheckFailed("a concurrent retry got no answer", exchange)
+        expect_status(response, exchange, (200, 201), "a concurrent retry")
         created += response.status_code == 201
         ids.add(str(json_of(response, exchange).get("id")))
     if len(ids) != 1 or created != 1:
