@@ -23,6 +23,7 @@ import pytest
 from typer.testing import CliRunner
 
 from chainrecall.api.app import create_app
+from chainrecall.auth import issue_token
 from chainrecall.check import CHECKS, CheckOptions, RunReport, run_checks
 from chainrecall.check.reporters import junit_tree
 from chainrecall.cli import app
@@ -154,24 +155,16 @@ class RestartOnBadCursor:
         await respond(send, status, body, content_type)
 
 
-class BearerToken:
-    """Our app behind a token; `enforced=False` is the broken variant that lets anyone in."""
+class TokenIgnored:
+    """Broken: takes any token or none, as if authentication were off."""
 
-    def __init__(self, app: ASGIApp, token: str, *, enforced: bool = True) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self.token = token
-        self.enforced = enforced
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        headers = dict(scope.get("headers", []))
-        given = headers.get(b"authorization", b"").decode()
-        if scope["type"] == "http" and self.enforced and given != f"Bearer {self.token}":
-            body = json.dumps({
-                "type": "urn:test:unauthorized", "title": "Unauthorized", "status": 401,
-                "detail": "send Authorization: Bearer <token>", "instance": scope["path"],
-            }).encode()  # fmt: skip
-            await respond(send, 401, body, b"application/problem+json")
-            return
+        if scope["type"] == "http":
+            headers = [(k, v) for k, v in scope["headers"] if k != b"authorization"]
+            scope = dict(scope, headers=headers)
         await self.app(scope, receive, send)
 
 
@@ -207,11 +200,24 @@ def test_read_only_run_passes_and_writes_nothing(our_server: ThreadServer, store
     assert report.result("dedupe.concurrent").outcome == "skip"
 
 
-def test_token_is_sent_and_its_absence_must_answer_401(store: Store) -> None:
-    with ThreadServer(BearerToken(our_app(store), "s3cret")) as server:
-        report = run_checks(server.url, CheckOptions(select=("auth.", "fetch.")), token="s3cret")
+def test_with_an_admin_token_every_check_passes_including_401s(store: Store) -> None:
+    _, token = issue_token(store, DEFAULT_NAMESPACE, "admin")
+    with ThreadServer(our_app(store)) as server:
+        report = run_checks(server.url, OPTIONS, token=token)
+
     assert failures(report) == {}
-    assert report.result("fetch.cited-ids-resolve").outcome == "pass"
+    assert report.count("skip") == 0
+
+
+def test_a_read_token_runs_the_read_only_checks(our_server: ThreadServer, store: Store) -> None:
+    written = run_checks(our_server.url, CheckOptions(select=("paging.walk",)))
+    _, token = issue_token(store, DEFAULT_NAMESPACE, "read")
+
+    options = CheckOptions(read_only=True, thread=written.thread_ids[0])
+    report = run_checks(our_server.url, options, token=token)
+
+    assert failures(report) == {}
+    assert report.result("auth.missing-or-invalid-token").outcome == "pass"
     assert report.result("auth.missing-or-invalid-token").outcome == "pass"
 
 
@@ -253,7 +259,7 @@ def test_a_forged_cursor_taken_as_a_restart_is_caught(store: Store) -> None:
 
 
 def test_a_server_that_ignores_the_token_is_caught(store: Store) -> None:
-    with ThreadServer(BearerToken(our_app(store), "s3cret", enforced=False)) as server:
+    with ThreadServer(TokenIgnored(our_app(store))) as server:
         report = run_checks(server.url, CheckOptions(select=("auth.",)), token="s3cret")
 
     message = failures(report)["auth.missing-or-invalid-token"]

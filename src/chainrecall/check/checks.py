@@ -1221,6 +1221,40 @@ def input_size_limit(session: Session) -> None:
     expect_no_thread(session, key, exchange, "the body over the limit")
 
 
+# -- deletion (API.md has no delete call; checked when the server offers one) -----------
+
+
+@check(
+    "delete.gone",
+    "a trigger deleted with DELETE /triggers/{id} answers 410 problem+json from then on",
+    rules.DELETED_410,
+    writes=True,
+)
+def delete_gone(session: Session) -> None:
+    thread_id = own_thread_only(session)
+    trigger_id = append(session, thread_id, "to be deleted")
+    response, exchange = session.call("DELETE", f"/triggers/{trigger_id}")
+    if response.status_code in (404, 405, 501):
+        raise CheckSkipped(
+            f"DELETE /triggers/{{id}} answered {response.status_code}: the server offers no "
+            "delete call (API.md does not require one)"
+        )
+    if response.status_code in (401, 403):
+        raise CheckSkipped("the token may not delete (DELETE answered 401/403)")
+    expect_status(response, exchange, range(200, 300), "DELETE /triggers/{id}")
+    for path in (f"/triggers/{trigger_id}", f"/triggers/{trigger_id}/payload"):
+        gone, exchange = session.request("GET", path)
+        expect_problem(gone, exchange, 410, f"GET {path} after its deletion")
+    seen = walk(session, thread_id, 100, rules.PAGING_COMPLETE)
+    expect_once_in_order(
+        seen, sorted(set(seen.keys), key=seen.keys.index), rules.PAGING_COMPLETE,
+        "walk after a deletion",
+    )  # fmt: skip
+    after = append(session, thread_id, "after the deletion")
+    if after == trigger_id:
+        raise CheckFailed(f"the deleted ID {trigger_id} was given to a new trigger", exchange)
+
+
 # -- authentication -------------------------------------------------------------------
 
 

@@ -75,6 +75,7 @@ def print_summary(console: Console, report: RunReport) -> None:
         f"[{style}]{report.count('pass')} passed, {report.count('fail')} failed, "
         f"{report.count('skip')} skipped[/{style}] in {report.seconds:.1f} s, "
         f"{report.requests} requests"
+        + (f" ({report.rate_limited} rate-limited, retried)" if report.rate_limited else "")
     )
     console.print(escape(report.writes_note()))
 

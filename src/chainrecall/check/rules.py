@@ -42,6 +42,11 @@ UNKNOWN_ID_404 = Rule(
     "body (type, title, status, detail naming the ID, instance), on every sub-resource; "
     "never 200 with an empty object, an empty list or null.",
 )
+DELETED_410 = Rule(
+    "Reading, rule 4 (Deleted)",
+    "A deleted object answers 410 Gone with a problem body, and its ID is never given to "
+    "anything else.",
+)
 PAYLOAD = Rule(
     "Reading, GET /triggers/{id}/payload",
     "The original payload, whole: a JSON payload as application/json, a string payload "

@@ -57,6 +57,7 @@ class RunReport:
     results: list[CheckResult] = field(default_factory=list)
     seconds: float = 0.0
     requests: int = 0
+    rate_limited: int = 0  # 429 answers the checker waited out and retried
 
     def count(self, outcome: Outcome) -> int:
         return sum(1 for result in self.results if result.outcome == outcome)
@@ -94,6 +95,7 @@ class RunReport:
             },
             "seconds": round(self.seconds, 3),
             "requests": self.requests,
+            "rate_limited": self.rate_limited,
             "checks": [result.to_json() for result in self.results],
         }
 
@@ -178,6 +180,7 @@ def run_checks(
         ]
     report.seconds = time.monotonic() - started
     report.requests = session.exchanges
+    report.rate_limited = session.rate_limited
     return report
 
 

@@ -15,6 +15,7 @@ import json
 import re
 import secrets
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,8 @@ ID_PATTERN = re.compile(r"^(trg|thr|wkr)_[0-9a-z_]{1,40}$")
 RESOURCE_OF_PREFIX = {"trg": "triggers", "thr": "threads", "wkr": "workers"}
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 _SHOWN_BODY_CHARS = 2000
+RATE_LIMIT_RETRIES = 8
+MAX_RETRY_WAIT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,15 @@ def _shown(body: bytes | str | None) -> str | None:
     return text
 
 
+def retry_after_s(header: str | None, attempt: int) -> float:
+    """Seconds to wait after a 429: the server's Retry-After, else a growing pause; capped."""
+    try:
+        wait = float(header) if header is not None else 0.25 * attempt
+    except ValueError:
+        wait = 0.25 * attempt
+    return min(max(wait, 0.05), MAX_RETRY_WAIT_S)
+
+
 def media_type(content_type: str | None) -> str:
     """`text/plain; charset=utf-8` -> `text/plain`."""
     return (content_type or "").split(";", 1)[0].strip().lower()
@@ -150,6 +162,7 @@ class Session:
     # Results of earlier checks that later ones build on (the checker's own thread, ...).
     state: dict[str, Any] = field(default_factory=dict)
     exchanges: int = 0
+    rate_limited: int = 0  # 429 answers waited out
     # Remarks of the running check that are not failures (e.g. a sub-check skipped).
     notes: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -201,15 +214,23 @@ class Session:
         request = http.build_request(
             method, path, content=body, headers=send_headers, params=params
         )
-        with self._lock:
-            self.exchanges += 1
-        try:
-            response = http.send(request)
-        except httpx.HTTPError as exc:
-            return None, Exchange(
-                method, str(request.url), _shown(body), None, None, None,
-                transport_error=f"{type(exc).__name__}: {exc}",
-            )  # fmt: skip
+        for attempt in range(1, RATE_LIMIT_RETRIES + 2):
+            with self._lock:
+                self.exchanges += 1
+            try:
+                response = http.send(request)
+            except httpx.HTTPError as exc:
+                return None, Exchange(
+                    method, str(request.url), _shown(body), None, None, None,
+                    transport_error=f"{type(exc).__name__}: {exc}",
+                )  # fmt: skip
+            if response.status_code != 429 or attempt > RATE_LIMIT_RETRIES:
+                break
+            # Rate limits are the deployment's to set, not a breach of the contract:
+            # wait as told (within bounds) and ask again.
+            with self._lock:
+                self.rate_limited += 1
+            time.sleep(retry_after_s(response.headers.get("retry-after"), attempt))
         return response, Exchange(
             method, str(request.url), _shown(body), response.status_code,
             response.headers.get("content-type"), _shown(response.content),
