@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 from chainrecall import __version__
+from chainrecall.check import command as check_command
 from chainrecall.config import DEFAULT_HOST, DEFAULT_PORT, server_config_from_env
 from chainrecall.context_cli import context_command, cost_command
 from chainrecall.errors import ChainRecallError, InvalidInput
@@ -324,6 +325,7 @@ def _fail(exc: ChainRecallError) -> NoReturn:
 app.command()(harness_commands.demo)
 app.command()(harness_commands.ask)
 app.command()(harness_commands.log)
+app.command()(check_command.check)  # chainrecall check: src/chainrecall/check/command.py
 
 
 @app.command()
