@@ -15,6 +15,7 @@ from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from starlette.responses import Response
 
 from chainrecall import __version__
+from chainrecall.api.ingest import router as ingest_router
 from chainrecall.api.limits import BodySizeLimit
 from chainrecall.api.problems import install_problem_handlers
 from chainrecall.api.schemas import BatchOut, Problem, ReportIn, TriggerBatchIn, TriggerIn, WorkerIn
@@ -337,6 +338,7 @@ def create_app(store: Store | str, config: ServerConfig | None = None) -> FastAP
     install_problem_handlers(app)
     app.include_router(meta)
     app.include_router(router)
+    app.include_router(ingest_router)
     app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes)
     return app
 
