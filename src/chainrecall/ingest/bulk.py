@@ -192,13 +192,15 @@ def _email(raw: bytes) -> Callable[[Lookup], NewTrigger]:
 
 
 def github_delivery_files(root: Path) -> list[tuple[str, Path]]:
-    """(event, file) for each saved delivery under `root`, in path order.
+    """(event, file) for each saved delivery under `root`, in the order to replay them.
 
     The event is the name of the folder under `root` (`root/pull_request/x.json`);
     files directly in `root` take `root`'s own name, so one event's folder imports too.
+    Deliveries replay in the order of their file names across folders (name them by
+    time or sequence number), since routing a check run to its PR needs the PR first.
     """
     found = []
-    for path in sorted(root.rglob("*.json")):
+    for path in sorted(root.rglob("*.json"), key=lambda p: (p.name, str(p))):
         parts = path.relative_to(root).parts
         event = parts[0] if len(parts) > 1 else root.name
         found.append((event, path))
