@@ -146,25 +146,41 @@ def _jsonl_items(path: Path) -> Iterator[_Item]:
                 continue
             where = f"{path}:{number}"
             try:
-                fields = json.loads(line)
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise InvalidInput(f"{where}: not a JSON object ({exc})") from None
-            if not isinstance(fields, dict):
-                raise InvalidInput(f"{where}: each line must be one JSON object (a trigger)")
-            unknown = sorted(set(fields) - JSONL_FIELDS)
-            if unknown:
-                raise InvalidInput(
-                    f"{where}: unknown field(s) {', '.join(unknown)}; a line has the fields "
-                    "of POST /triggers: " + ", ".join(sorted(JSONL_FIELDS))
-                )
-            if "payload" not in fields:
-                raise InvalidInput(f"{where}: `payload` is required (any JSON value or a string)")
+                fields = _jsonl_fields(line)
+            except InvalidInput as exc:
+                yield _Item(where, _refuse(exc))  # reported with the others, in order
+                continue
             if fields.get("dedupe_key") is None:
                 # content-derived, counted among identical lines: stable across re-runs
                 digest = content_digest(line.strip())
                 seen[digest] = seen.get(digest, 0) + 1
                 fields["dedupe_key"] = f"import:{digest}:{seen[digest]}"
             yield _Item(where, _static(fields))
+
+
+def _jsonl_fields(line: bytes) -> dict[str, Any]:
+    try:
+        fields = json.loads(line)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidInput(f"not a JSON object ({exc})") from None
+    if not isinstance(fields, dict):
+        raise InvalidInput("each line must be one JSON object (a trigger)")
+    unknown = sorted(set(fields) - JSONL_FIELDS)
+    if unknown:
+        raise InvalidInput(
+            f"unknown field(s) {', '.join(unknown)}; a line has the fields of POST "
+            "/triggers: " + ", ".join(sorted(JSONL_FIELDS))
+        )
+    if "payload" not in fields:
+        raise InvalidInput("`payload` is required (any JSON value or a string)")
+    return fields
+
+
+def _refuse(exc: InvalidInput) -> Callable[[Lookup], NewTrigger]:
+    def plan(_lookup: Lookup) -> NewTrigger:
+        raise exc
+
+    return plan
 
 
 def _static(fields: dict[str, Any]) -> Callable[[Lookup], NewTrigger]:
@@ -210,7 +226,6 @@ def github_delivery_files(root: Path) -> list[tuple[str, Path]]:
 def _github_items(root: Path) -> Iterator[_Item]:
     for event, path in github_delivery_files(root):
         body = path.read_bytes()
-        github.check_event_name(event)
         stem = path.name.split(".")[0]
         # a saved file named by its X-GitHub-Delivery GUID dedupes against the live delivery
         delivery = stem if _GUID.match(stem) else f"import:{content_digest(event.encode(), body)}"
@@ -218,7 +233,11 @@ def _github_items(root: Path) -> Iterator[_Item]:
 
 
 def _github(event: str, delivery: str, body: bytes) -> Callable[[Lookup], NewTrigger]:
-    payload = github.parse_body(body, "application/json")
+    try:
+        github.check_event_name(event)
+        payload = github.parse_body(body, "application/json")
+    except InvalidInput as exc:
+        return _refuse(exc)
 
     def plan(lookup: Lookup) -> NewTrigger:
         return github.plan_delivery(
