@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -286,3 +287,24 @@ def test_a_signed_body_that_is_not_json_is_400(hooks: tuple[Store, httpx.Client]
     assert_problem(response, 400)
     assert trigger_count(store) == before
     assert json.loads(response.text)["instance"] == "/webhooks/slack"
+
+
+@pytest.mark.slow
+def test_serve_takes_the_slack_secret_from_its_flag_and_the_github_secret_from_env(
+    tmp_path: Path,
+) -> None:
+    from tests.ingest_support import GITHUB_SECRET, post_github
+    from tests.servers import ProcessServer
+
+    server = ProcessServer(
+        str(tmp_path / "served.db"),
+        "--slack-signing-secret",
+        SLACK_SECRET,
+        env={"CHAINRECALL_GITHUB_SECRET": GITHUB_SECRET},
+    )
+    with server, httpx.Client(base_url=server.url, timeout=30) as client:
+        verified = post_slack(client, {"type": "url_verification", "challenge": "xyz"})
+        ping = post_github(client, "ping", b'{"zen": "Keep it logically awesome."}')
+    assert verified.status_code == 200 and verified.json() == {"challenge": "xyz"}
+    assert ping.status_code == 201, ping.text
+    assert ping.json()["summary"].startswith("webhook ping")

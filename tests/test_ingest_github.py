@@ -358,3 +358,17 @@ def test_a_delivery_over_the_size_limit_is_413(store: Store) -> None:
         response = post_github(client, "ping", body)
     assert_problem(response, 413)
     assert trigger_count(store) == 0
+
+
+def test_control_characters_in_a_title_are_kept_in_the_payload_not_the_summary(
+    store: Store,
+) -> None:
+    event, body = _one_delivery()
+    payload = json.loads(body)
+    payload["pull_request"]["title"] = "Fix \u001b[31mred\u001b[0m output\u0000"
+    raw = json.dumps(payload).encode()
+    with ingest_client(store) as client:
+        response = post_github(client, event, raw)
+        assert response.status_code == 201, response.text
+        assert client.get(f"/triggers/{response.json()['id']}/payload").content == raw
+    assert response.json()["summary"] == "alice opened PR #412: Fix [31mred [0m output"

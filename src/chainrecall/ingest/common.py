@@ -76,11 +76,18 @@ def content_digest(*parts: bytes) -> str:
     return digest.hexdigest()[:32]
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def clip(text: Any, limit: int = 80) -> str:
-    """One line of at most `limit` characters from any value ("" for None)."""
+    """One printable line of at most `limit` characters from any value ("" for None).
+
+    Control characters are dropped: a comment with a stray escape code is still a
+    comment worth storing, and summaries must be plain text.
+    """
     if text is None:
         return ""
-    return one_line(str(text), limit)
+    return one_line(_CONTROL.sub(" ", str(text)), limit)
 
 
 def timestamp_or_none(value: Any) -> str | None:
