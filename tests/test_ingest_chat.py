@@ -308,3 +308,29 @@ def test_serve_takes_the_slack_secret_from_its_flag_and_the_github_secret_from_e
     assert verified.status_code == 200 and verified.json() == {"challenge": "xyz"}
     assert ping.status_code == 201, ping.text
     assert ping.json()["summary"].startswith("webhook ping")
+
+
+def test_plain_ingest_posts_need_a_token_once_the_server_has_tokens(store: Store) -> None:
+    from chainrecall.auth import issue_token
+
+    _, writer = issue_token(store, "ops", "write")
+    _, reader = issue_token(store, "ops", "read")
+    message = {"channel": "ops", "text": "disk 91% full", "message_id": "x1"}
+    with ingest_client(store) as client:
+        anonymous = client.post("/ingest/chat", json=message)
+        read_only = client.post(
+            "/ingest/chat", json=message, headers={"Authorization": f"Bearer {reader}"}
+        )
+        written = client.post(
+            "/ingest/chat", json=message, headers={"Authorization": f"Bearer {writer}"}
+        )
+        ci_anonymous = client.post("/ingest/ci", json={"run_id": 1, "status": "passed"})
+        # webhooks prove their sender by signature, not by token
+        hook = post_slack(client, slack_message("Ev-t", "1793000000.000100", "signed"))
+    assert_problem(anonymous, 401)
+    assert_problem(read_only, 403)
+    assert_problem(ci_anonymous, 401)
+    assert written.status_code == 201, written.text
+    assert Memory(store, "ops").find_thread("chat:ops/x1").event_count == 1
+    assert hook.status_code == 201, hook.text
+    assert trigger_count(store) == 1  # the default namespace holds only the webhook's

@@ -12,6 +12,7 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 
+from chainrecall.errors import NotFound
 from chainrecall.service import Memory
 from chainrecall.store import Store
 from tests.conftest import shared_path
@@ -372,3 +373,28 @@ def test_control_characters_in_a_title_are_kept_in_the_payload_not_the_summary(
         assert response.status_code == 201, response.text
         assert client.get(f"/triggers/{response.json()['id']}/payload").content == raw
     assert response.json()["summary"] == "alice opened PR #412: Fix [31mred [0m output"
+
+
+def test_a_secret_set_for_a_namespace_routes_its_deliveries_there(store: Store) -> None:
+    store.set_webhook_secret("team-b", "github", "team-b-secret")
+    event, body = _one_delivery()
+    with ingest_client(store) as client:
+        ours = post_github(client, event, body)
+        theirs = post_github(client, event, body, secret="team-b-secret")
+        neither = post_github(client, event, body, secret="nobody's")
+    assert ours.status_code == 201 and theirs.status_code == 201
+    assert_problem(neither, 401)
+    team_b = Memory(store, "team-b")
+    assert team_b.get_trigger(theirs.json()["id"]).summary == theirs.json()["summary"]
+    with pytest.raises(NotFound):
+        Memory(store).get_trigger(theirs.json()["id"])
+    with pytest.raises(NotFound):
+        team_b.get_trigger(ours.json()["id"])
+
+
+def test_a_stored_secret_alone_is_enough_to_accept_deliveries(store: Store) -> None:
+    store.set_webhook_secret("default", "github", "only-in-the-database")
+    event, body = _one_delivery()
+    with ingest_client(store, github_secret=None) as client:
+        response = post_github(client, event, body, secret="only-in-the-database")
+    assert response.status_code == 201, response.text

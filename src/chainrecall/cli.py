@@ -287,12 +287,14 @@ def import_command(
     """Import triggers in bulk; re-running it (also after an interruption) adds nothing twice."""
     from rich.progress import Progress
 
+    from chainrecall.auth import check_namespace
     from chainrecall.errors import ChainRecallError
     from chainrecall.ingest import bulk
     from chainrecall.service import Memory
     from chainrecall.store import open_store
 
     try:
+        check_namespace(namespace)
         fmt = bulk.resolve_format(path, format)
         total = bulk.check_input(path, fmt)
         with Memory(open_store(db), namespace) as memory, Progress(transient=True) as progress:

@@ -174,6 +174,28 @@ def verify_slack_signature(
         )
 
 
+def match_slack_signature(
+    candidates: list[tuple[str, str]],
+    body: bytes,
+    timestamp: str | None,
+    signature: str | None,
+    now: float | None = None,
+) -> str:
+    """The namespace whose signing secret signed `body`, among (namespace, secret) pairs."""
+    last: Unauthorized | None = None
+    matched = None
+    for namespace, secret in candidates:
+        try:
+            verify_slack_signature(secret, body, timestamp, signature, now)
+        except Unauthorized as exc:
+            last = exc
+            continue
+        matched = matched or namespace
+    if matched is None:
+        raise last or Unauthorized("no Slack signing secret is configured")
+    return matched
+
+
 @dataclass(frozen=True)
 class SlackEnvelope:
     """A parsed Events API request: a challenge to answer, or an event to store."""

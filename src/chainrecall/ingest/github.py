@@ -91,19 +91,33 @@ def sign(secret: str, body: bytes) -> str:
 
 def verify_signature(secret: str, body: bytes, header: str | None) -> None:
     """Raise Unauthorized unless `header` is the HMAC-SHA256 of `body` under `secret`."""
+    match_signature([("", secret)], body, header)
+
+
+def match_signature(candidates: list[tuple[str, str]], body: bytes, header: str | None) -> str:
+    """The namespace whose secret signed `body`, among (namespace, secret) pairs.
+
+    Every candidate is compared, each in constant time, so a timing difference reveals
+    neither how much of a guess matched nor which namespace did. Unauthorized if none.
+    """
     if not header:
         raise Unauthorized(
             f"the {SIGNATURE_HEADER} header is missing; set the webhook's secret in GitHub "
             "to the value given to chainrecall serve --github-secret"
         )
-    expected = sign(secret, body)
-    # constant-time: a timing difference must not reveal how much of a guess matched
-    if not hmac.compare_digest(expected.encode("ascii"), header.strip().encode("utf-8")):
+    presented = header.strip().encode("utf-8")
+    matched = None
+    for namespace, secret in candidates:
+        if hmac.compare_digest(sign(secret, body).encode("ascii"), presented):
+            matched = namespace if matched is None else matched
+    if matched is None:
         raise Unauthorized(
             f"the {SIGNATURE_HEADER} header does not match the body; check that the "
-            "webhook's secret in GitHub equals chainrecall's --github-secret and that "
-            "nothing between GitHub and this server rewrites the body"
+            "webhook's secret in GitHub equals chainrecall's --github-secret (or the one set "
+            "with `chainrecall webhook-secret --source github`) and that nothing between "
+            "GitHub and this server rewrites the body"
         )
+    return matched
 
 
 def parse_body(body: bytes, content_type: str | None) -> dict[str, Any]:
