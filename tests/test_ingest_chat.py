@@ -107,10 +107,11 @@ def test_plain_chat_messages_thread_by_root_and_cite_what_they_answer(store: Sto
         b'{"channel": "c", "text": 5}',
         b'{"channel": "c", "text": "hi", "colour": "red"}',
         b'{"channel": "c", "text": "hi", "occurred_at": "yesterday"}',
+        b'{"channel": "c\\u0007", "text": "hi"}',
     ],
     ids=[
         "empty", "not-json", "array", "no-channel", "no-text", "empty-text", "text-not-string",
-        "unknown-field", "bad-time",
+        "unknown-field", "bad-time", "control-char-in-channel",
     ],
 )  # fmt: skip
 def test_malformed_chat_answers_400_and_stores_nothing(

@@ -19,6 +19,7 @@ that a captured request cannot be replayed.
 from __future__ import annotations
 
 import hmac
+import re
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -40,6 +41,7 @@ SLACK_SOURCE = "slack"
 JSON_TYPE = "application/json"
 SLACK_TOLERANCE_SECONDS = 5 * 60
 MAX_ID = 200
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 CHAT_FIELDS = {
     "channel": "where the message was posted (required)",
@@ -75,6 +77,8 @@ def _field(
         raise InvalidInput(f"`{name}` is longer than {limit} characters", field=name)
     if required and not value.strip():
         raise InvalidInput(f"`{name}` must not be empty: {CHAT_FIELDS[name]}", field=name)
+    if name != "text" and _CONTROL.search(value):
+        raise InvalidInput(f"`{name}` must not contain control characters", field=name)
     return value
 
 
