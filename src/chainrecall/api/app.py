@@ -16,6 +16,7 @@ from starlette.responses import Response
 
 from chainrecall import __version__
 from chainrecall.api.context import router as context_router
+from chainrecall.api.ingest import router as ingest_router
 from chainrecall.api.limits import BodySizeLimit
 from chainrecall.api.mcp import mount_mcp
 from chainrecall.api.openapi import install_openapi
@@ -345,6 +346,7 @@ def create_app(store: Store | str, config: ServerConfig | None = None) -> FastAP
     install_openapi(app)
     mount_mcp(app, store, host=config.host, max_body_bytes=config.max_body_bytes)
     app.include_router(context_router)
+    app.include_router(ingest_router)
     app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes)
     return app
 
