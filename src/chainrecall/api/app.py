@@ -13,6 +13,7 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI, Query, Request
 from starlette.responses import Response
+from starlette.routing import Route
 
 from chainrecall import __version__
 from chainrecall.api.limits import BodySizeLimit
@@ -155,6 +156,25 @@ async def search(
     return record_response(memory(request).search(q or "", limit or 10))
 
 
+def fast_routes() -> list[Route]:
+    """Plain Starlette routes for the hottest read, matched ahead of FastAPI's own routes.
+
+    Fetch by ID is what an agent does most. FastAPI's per-request routing and
+    dependency solving cost about as much again as the lookup and the JSON
+    (benchmarks/fetch_http.py, docs/benchmarks.md); this route does the same
+    work as `get_trigger` above, through the same middleware and error handlers.
+    The FastAPI route stays: it documents the operation in OpenAPI, and a
+    method other than GET still answers 405 exactly as before.
+    """
+
+    async def get_trigger_fast(request: Request) -> Response:
+        return record_response(memory(request).get_trigger(request.path_params["trigger_id"]))
+
+    route = Route("/triggers/{trigger_id}", get_trigger_fast, methods=["GET"])
+    route.methods = {"GET"}  # Starlette adds HEAD for GET; the API answers HEAD with 405
+    return [route]
+
+
 # -- writing ---------------------------------------------------------------------
 
 
@@ -229,6 +249,7 @@ def create_app(store: Store | str, config: ServerConfig | None = None) -> FastAP
     app.state.config = config
     install_problem_handlers(app)
     app.include_router(router)
+    app.router.routes[:0] = fast_routes()
     app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes)
     return app
 
