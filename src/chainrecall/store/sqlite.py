@@ -512,15 +512,13 @@ def trigger_from_row(row: Sequence[Any]) -> Trigger:
      content_type, payload_bytes, prev_id, in_reply_to, refs_json, deleted_at, next_id) = row  # fmt: skip
     if deleted_at is not None:
         raise Gone(tid, deleted_at)
-    # model_construct: the row was validated on its way in and the schema fixes its types;
-    # validating it again on every fetch by ID doubled the cost of building the record.
-    return Trigger.model_construct(
+    return Trigger(
         id=tid, thread_id=thread_id, seq=seq, source=source, kind=kind, summary=summary,
         author=author, occurred_at=occurred_at, received_at=received_at, dedupe_key=dedupe_key,
-        payload=PayloadRef.model_construct(href=f"/triggers/{tid}/payload",
-                                           content_type=content_type, bytes=payload_bytes),
-        neighbours=Neighbours.model_construct(prev=prev_id, next=next_id),
-        in_reply_to=in_reply_to, refs=json.loads(refs_json),
+        payload=PayloadRef(href=f"/triggers/{tid}/payload", content_type=content_type,
+                           bytes=payload_bytes),
+        neighbours=Neighbours(prev=prev_id, next=next_id), in_reply_to=in_reply_to,
+        refs=json.loads(refs_json),
     )  # fmt: skip
 
 
