@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
@@ -73,6 +74,10 @@ def serve(
         str | None,
         typer.Option(help="secret of GitHub webhook deliveries (or CHAINRECALL_GITHUB_SECRET)"),
     ] = None,
+    slack_signing_secret: Annotated[
+        str | None,
+        typer.Option(help="Slack app signing secret (or CHAINRECALL_SLACK_SIGNING_SECRET)"),
+    ] = None,
     insecure: Annotated[
         bool, typer.Option(help="allow a non-loopback address without API tokens")
     ] = False,
@@ -86,7 +91,8 @@ def serve(
 
     config = server_config_from_env(db).with_overrides(
         host=host, port=port, workers=workers, max_body_bytes=max_body_bytes,
-        github_secret=github_secret, insecure=insecure,
+        github_secret=github_secret, slack_signing_secret=slack_signing_secret,
+        insecure=insecure,
     )  # fmt: skip
     store = open_store(config.db)  # creates the file and applies migrations once, up front
     if not is_loopback(host) and not insecure and not store.has_tokens():
@@ -365,6 +371,47 @@ def mcp(
 
 app.command("context")(context_command)
 app.command("cost")(cost_command)
+
+
+@app.command("import")
+def import_command(
+    path: Annotated[
+        Path, typer.Argument(help="a .jsonl file of triggers, an mbox, or a folder of deliveries")
+    ],
+    db: DbOption,
+    format: Annotated[
+        str | None,
+        typer.Option("--format", help="jsonl, mbox or github-dir (default: told by the path)"),
+    ] = None,
+    namespace: Annotated[str, typer.Option(help="the namespace to import into")] = "default",
+    batch_size: Annotated[int, typer.Option(min=1, help="triggers per transaction")] = 500,
+) -> None:
+    """Import triggers in bulk; re-running it (also after an interruption) adds nothing twice."""
+    from rich.progress import Progress
+
+    from chainrecall.auth import check_namespace
+    from chainrecall.errors import ChainRecallError
+    from chainrecall.ingest import bulk
+    from chainrecall.service import Memory
+    from chainrecall.store import open_store
+
+    try:
+        check_namespace(namespace)
+        fmt = bulk.resolve_format(path, format)
+        total = bulk.check_input(path, fmt)
+        with Memory(open_store(db), namespace) as memory, Progress(transient=True) as progress:
+            task = progress.add_task(f"importing {path.name}", total=total)
+            stats = bulk.import_path(
+                memory, path, fmt, batch_size=batch_size, checked=True,
+                on_item=lambda n: progress.advance(task, n),
+            )  # fmt: skip
+    except (ChainRecallError, OSError) as exc:
+        typer.echo(getattr(exc, "detail", None) or str(exc), err=True)
+        raise typer.Exit(2) from None
+    typer.echo(
+        f"{stats.items} items read from {path}: {stats.added} stored, "
+        f"{stats.already_present} already present"
+    )
 
 
 def main() -> None:

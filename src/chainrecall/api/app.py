@@ -13,9 +13,11 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from starlette.responses import Response
+from starlette.routing import Route
 
 from chainrecall import __version__
 from chainrecall.api.context import router as context_router
+from chainrecall.api.ingest import router as ingest_router
 from chainrecall.api.limits import BodySizeLimit
 from chainrecall.api.mcp import mount_mcp
 from chainrecall.api.openapi import install_openapi
@@ -218,6 +220,26 @@ async def recall_endpoint(
     return recall(memory(request), q or "", int(budget_bytes)).to_json()
 
 
+def fast_routes() -> list[Route]:
+    """Plain Starlette routes for the hottest read, matched ahead of FastAPI's own routes.
+
+    Fetch by ID is what an agent does most. FastAPI's per-request routing and
+    dependency solving cost about as much again as the lookup and the JSON
+    (benchmarks/fetch_http.py, docs/benchmarks.md); this route does the same
+    work as `get_trigger` above, through the same middleware and error handlers.
+    The FastAPI route stays: it documents the operation in OpenAPI, and a
+    method other than GET still answers 405 exactly as before.
+    """
+
+    async def get_trigger_fast(request: Request) -> Response:
+        await authorize(request)  # the same token, scope and namespace rules as every route
+        return record_response(memory(request).get_trigger(request.path_params["trigger_id"]))
+
+    route = Route("/triggers/{trigger_id}", get_trigger_fast, methods=["GET"])
+    route.methods = {"GET"}  # Starlette adds HEAD for GET; the API answers HEAD with 405
+    return [route]
+
+
 # -- writing ---------------------------------------------------------------------
 
 
@@ -345,6 +367,8 @@ def create_app(store: Store | str, config: ServerConfig | None = None) -> FastAP
     install_openapi(app)
     mount_mcp(app, store, host=config.host, max_body_bytes=config.max_body_bytes)
     app.include_router(context_router)
+    app.include_router(ingest_router)
+    app.router.routes[:0] = fast_routes()
     app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes)
     return app
 
