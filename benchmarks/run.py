@@ -24,11 +24,11 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from benchmarks import deep_page, fetch_embedded, fetch_http, ingest
+from benchmarks import deep_page, fetch_embedded, fetch_http, ingest, scale
 from benchmarks.common import FULL, QUICK, REPO, Mode, Section, Table, size_label, wrk_available
 from benchmarks.dataset import OUT_DIR, Dataset, cpu_count, postgres_datasets, sqlite_datasets
 
-MODULES: list[ModuleType] = [fetch_http, fetch_embedded, ingest, deep_page]
+MODULES: list[ModuleType] = [fetch_http, fetch_embedded, ingest, deep_page, scale]
 DOCS_REPORT = REPO / "docs" / "benchmarks.md"
 QUICK_REPORT = OUT_DIR / "benchmarks-quick.md"
 
@@ -53,6 +53,25 @@ def machine_line() -> str:
         f"{cpu}, {cpu_count()} cores{load}; {platform.system()} {platform.release()}; "
         f"Python {platform.python_version()}; SQLite {sqlite3.sqlite_version}; "
         f"load generator: {'wrk' if wrk_available() else 'asyncio httpx'}"
+    )
+
+
+def backend_line(datasets: list[Dataset]) -> str:
+    """Which database the stores are in (PostgreSQL: its server version, the URL redacted)."""
+    postgres = [d for d in datasets if d.is_postgres]
+    if not postgres:
+        return f"SQLite {sqlite3.sqlite_version}, one file per size under bench-out/data/"
+    import psycopg
+
+    from chainrecall.store.postgres import redact_url, split_pool_size
+
+    url = postgres[0].url
+    with psycopg.connect(split_pool_size(url)[0], connect_timeout=15) as conn:
+        row = conn.execute("SHOW server_version").fetchone()
+    version = row[0] if row else "?"
+    return (
+        f"PostgreSQL {version} at {redact_url(url)} (one database, grown from one size to the "
+        "next; the server runs on the same machine)"
     )
 
 
@@ -84,6 +103,7 @@ def header(mode: Mode, datasets: list[Dataset], command: str) -> str:
             f"- Measured: {today}",
             f"- Machine: {machine_line()}",
             f"- Mode: {mode.name} (sizes {', '.join(size_label(s) for s in mode.sizes)})",
+            f"- Store: {backend_line(datasets)}",
             "",
             "Stores: every tenth trigger goes to one deep thread, the rest to threads of 20; "
             "filled with `Memory.record_triggers`, 1000 per call (benchmarks/dataset.py).",

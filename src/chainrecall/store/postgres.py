@@ -9,7 +9,8 @@ cursor paging exactly-once while other processes append. A dedupe key is
 serialised by a transaction-scoped advisory lock on its hash, so racing
 retries answer the first record. Deadlocks between multi-thread transactions
 are retried whole. Search is a generated `tsvector` column with a GIN index,
-ranked by `ts_rank_cd`.
+ranked by `ts_rank_cd`. The harness's agent history follows the same rule: a
+session's row is locked before its next message position is read and written.
 
 psycopg's errors are translated into `chainrecall.errors` in `_translated`,
 and nowhere else. A `pool_size=N` query parameter in the URL sizes the pool
@@ -38,6 +39,16 @@ from chainrecall.errors import (
     StoreUnavailable,
     UnknownReference,
 )
+from chainrecall.history import (
+    AgentMessage,
+    AgentSession,
+    ModelRequest,
+    NewMessage,
+    NewModelRequest,
+    SessionKind,
+    is_session_id,
+    new_session_id,
+)
 from chainrecall.model import (
     Deletion,
     Event,
@@ -63,6 +74,9 @@ from chainrecall.store.base import (
 from chainrecall.store.migrations import apply_postgres_migrations
 from chainrecall.store.sqlite import (
     event_from_row,
+    message_from_row,
+    request_from_row,
+    session_from_row,
     thread_from_row,
     token_from_row,
     trigger_from_row,
@@ -764,6 +778,185 @@ class PostgresStore(Store):
                      erased_triggers=r[6])
             for r in rows
         ]  # fmt: skip
+
+    # -- agent history -------------------------------------------------------
+    def create_session(
+        self, ns: str, *, kind: SessionKind, model: str,
+        worker_id: str | None = None, thread_id: str | None = None,
+    ) -> AgentSession:  # fmt: skip
+        def work(conn: Conn) -> Sequence[Any]:
+            now = now_iso()
+            while True:
+                row = conn.execute(
+                    "INSERT INTO agent_sessions (id, ns, kind, worker_id, thread_id, model, "
+                    "status, created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, 'open', %s, %s) "
+                    f"ON CONFLICT (id) DO NOTHING RETURNING {_SESSION_COLUMNS}",
+                    (new_session_id(), ns, kind, worker_id, thread_id, model, now, now),
+                ).fetchone()
+                if row is not None:
+                    return tuple(row)  # else the random ID was taken: draw another
+
+        return session_from_row(self._transact(work))
+
+    def get_session(self, ns: str, session_id: str) -> AgentSession:
+        _require_session_id(session_id)
+        with self._read() as conn:
+            row = conn.execute(
+                f"SELECT {_SESSION_COLUMNS} FROM agent_sessions WHERE id = %s AND ns = %s",
+                (session_id, ns),
+            ).fetchone()
+        if row is None:
+            raise NotFound(str(session_id)[:100], "session")
+        return session_from_row(row)
+
+    def list_sessions(
+        self,
+        ns: str,
+        *,
+        kind: SessionKind | None = None,
+        worker_id: str | None = None,
+        limit: int = 100,
+    ) -> list[AgentSession]:
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT {_SESSION_COLUMNS} FROM agent_sessions WHERE ns = %s "
+                "AND (%s::text IS NULL OR kind = %s) AND (%s::text IS NULL OR worker_id = %s) "
+                "ORDER BY created_at DESC, rowid DESC LIMIT %s",
+                (ns, kind, kind, worker_id, worker_id, limit),
+            ).fetchall()
+        return [session_from_row(row) for row in rows]
+
+    def set_session_status(self, ns: str, session_id: str, status: str) -> AgentSession:
+        _require_session_id(session_id)
+
+        def work(conn: Conn) -> Sequence[Any]:
+            row = conn.execute(
+                "UPDATE agent_sessions SET status = %s, updated_at = %s WHERE id = %s AND ns = %s "
+                f"RETURNING {_SESSION_COLUMNS}",
+                (status, now_iso(), session_id, ns),
+            ).fetchone()
+            if row is None:
+                raise NotFound(str(session_id)[:100], "session")
+            return tuple(row)
+
+        return session_from_row(self._transact(work))
+
+    def append_messages(
+        self, ns: str, session_id: str, messages: Sequence[NewMessage]
+    ) -> list[AgentMessage]:
+        _require_session_id(session_id)
+
+        def work(conn: Conn) -> list[AgentMessage]:
+            # The session's row lock orders appenders: positions stay consecutive.
+            self._require_session(conn, ns, session_id, lock=True)
+            now = now_iso()
+            row = conn.execute(
+                "SELECT COALESCE(MAX(position) + 1, 0) FROM agent_messages WHERE session_id = %s",
+                (session_id,),
+            ).fetchone()
+            assert row is not None
+            position = int(row[0])
+            stored: list[AgentMessage] = []
+            for message in messages:
+                size = len(message.encoded().encode("utf-8"))
+                tool_calls = (
+                    json.dumps(message.tool_calls, ensure_ascii=False, separators=(",", ":"))
+                    if message.tool_calls
+                    else None
+                )
+                conn.execute(
+                    "INSERT INTO agent_messages (session_id, position, role, content, "
+                    "tool_calls_json, tool_call_id, name, bytes, created_at) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    (session_id, position, message.role, message.content, tool_calls,
+                     message.tool_call_id, message.name, size, now),
+                )  # fmt: skip
+                stored.append(
+                    AgentMessage(
+                        **message.model_dump(),
+                        session_id=session_id,
+                        position=position,
+                        bytes=size,
+                        created_at=now,
+                    )
+                )
+                position += 1
+            conn.execute(
+                "UPDATE agent_sessions SET updated_at = %s WHERE id = %s", (now, session_id)
+            )
+            return stored
+
+        return self._transact(work)
+
+    def list_messages(self, ns: str, session_id: str) -> list[AgentMessage]:
+        _require_session_id(session_id)
+        with self._read() as conn:
+            self._require_session(conn, ns, session_id)
+            rows = conn.execute(
+                "SELECT session_id, position, role, content, tool_calls_json, tool_call_id, "
+                "name, bytes, created_at FROM agent_messages WHERE session_id = %s "
+                "ORDER BY position",
+                (session_id,),
+            ).fetchall()
+        return [message_from_row(row) for row in rows]
+
+    def log_model_request(self, ns: str, request: NewModelRequest) -> ModelRequest:
+        _require_session_id(request.session_id)
+
+        def work(conn: Conn) -> ModelRequest:
+            self._require_session(conn, ns, request.session_id)
+            now = now_iso()
+            row = conn.execute(
+                "INSERT INTO model_requests (session_id, model, message_count, bytes_sent, "
+                "prompt_tokens, completion_tokens, cache_hit_tokens, cache_miss_tokens, "
+                "latency_ms, outcome, error, created_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+                (request.session_id, request.model, request.message_count, request.bytes_sent,
+                 request.prompt_tokens, request.completion_tokens, request.cache_hit_tokens,
+                 request.cache_miss_tokens, request.latency_ms, request.outcome, request.error,
+                 now),
+            ).fetchone()  # fmt: skip
+            assert row is not None
+            return ModelRequest(**request.model_dump(), id=int(row[0]), created_at=now)
+
+        return self._transact(work)
+
+    def list_model_requests(
+        self, ns: str, session_id: str | None = None, limit: int = 1000
+    ) -> list[ModelRequest]:
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT {_REQUEST_COLUMNS} FROM model_requests r "
+                "JOIN agent_sessions s ON s.id = r.session_id WHERE s.ns = %s "
+                "AND (%s::text IS NULL OR r.session_id = %s) ORDER BY r.id LIMIT %s",
+                (ns, session_id, session_id, limit),
+            ).fetchall()
+        return [request_from_row(row) for row in rows]
+
+    @staticmethod
+    def _require_session(conn: Conn, ns: str, session_id: str, *, lock: bool = False) -> None:
+        row = conn.execute(
+            "SELECT 1 FROM agent_sessions WHERE id = %s AND ns = %s"
+            + (" FOR UPDATE" if lock else ""),
+            (session_id, ns),
+        ).fetchone()
+        if row is None:
+            raise NotFound(str(session_id)[:100], "session")
+
+
+def _require_session_id(session_id: str) -> None:
+    """NotFound for what no session is called, as SQLite answers (and before PostgreSQL
+    would refuse a NUL in it as bad input)."""
+    if not is_session_id(session_id):
+        raise NotFound(str(session_id)[:100], "session")
+
+
+_SESSION_COLUMNS = "id, kind, worker_id, thread_id, model, status, created_at, updated_at"
+_REQUEST_COLUMNS = (
+    "r.id, r.session_id, r.model, r.message_count, r.bytes_sent, r.prompt_tokens, "
+    "r.completion_tokens, r.cache_hit_tokens, r.cache_miss_tokens, r.latency_ms, r.outcome, "
+    "r.error, r.created_at"
+)
 
 
 _TOKEN_COLUMNS = "id, ns, scope, name, created_at, revoked_at"
