@@ -16,7 +16,6 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from chainrecall.errors import Forbidden, InvalidInput, RateLimited, Unauthorized
@@ -57,34 +56,14 @@ def issue_token(
     return info, token
 
 
-class TokenPresence:
-    """Whether the store holds any active token, re-read at most once per `ttl` seconds.
+def authenticate(store: Store, authorization: str | None) -> TokenInfo | None:
+    """The token a request presents; None when the server runs open (no token exists).
 
-    Asked on every request that carries no token, so it is cached: a first token
-    created by another process (`chainrecall token create`) is enforced within `ttl`
-    seconds. Until then the server is open only where it was already open, on loopback.
+    Whether any token exists is read on every request without one (one indexed read):
+    a first token created by another process is enforced from the next request on.
     """
-
-    def __init__(self, store: Store, ttl: float = 1.0) -> None:
-        self.store = store
-        self.ttl = ttl
-        self._value = False
-        self._checked = -math.inf
-
-    def __call__(self) -> bool:
-        now = time.monotonic()
-        if now - self._checked >= self.ttl:
-            self._value = self.store.has_tokens()
-            self._checked = now
-        return self._value
-
-
-def authenticate(
-    store: Store, authorization: str | None, has_tokens: Callable[[], bool] | None = None
-) -> TokenInfo | None:
-    """The token a request presents; None when the server runs open (no token exists)."""
     if authorization is None:
-        if (has_tokens or store.has_tokens)():
+        if store.has_tokens():
             raise Unauthorized(
                 "this server requires a token: send 'Authorization: Bearer <token>' "
                 "(an admin creates one with `chainrecall token create`)"

@@ -23,7 +23,7 @@ from chainrecall.api.mcp import mount_mcp
 from chainrecall.api.openapi import install_openapi
 from chainrecall.api.problems import install_problem_handlers
 from chainrecall.api.schemas import BatchOut, Problem, ReportIn, TriggerBatchIn, TriggerIn, WorkerIn
-from chainrecall.auth import RateLimiter, TokenPresence, authenticate, require_scope
+from chainrecall.auth import RateLimiter, authenticate, require_scope
 from chainrecall.config import ServerConfig
 from chainrecall.model import (
     Deletion,
@@ -71,7 +71,7 @@ async def authorize(request: Request) -> None:
     Runs inline (not in the thread pool): a token lookup is one indexed read.
     """
     state = request.app.state
-    info = authenticate(state.store, request.headers.get("authorization"), state.token_presence)
+    info = authenticate(state.store, request.headers.get("authorization"))
     require_scope(info, _SCOPE_BY_METHOD.get(request.method, "admin"))
     request.state.token = info
     if info is None:
@@ -350,7 +350,6 @@ def create_app(store: Store | str, config: ServerConfig | None = None) -> FastAP
     app.state.store = store
     app.state.config = config
     app.state.rate_limiter = RateLimiter(config.rate_limit, config.rate_burst)
-    app.state.token_presence = TokenPresence(store)
     install_problem_handlers(app)
     app.include_router(meta)
     app.include_router(router)
