@@ -4,18 +4,21 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 DB ?= chainrecall.db
 
-.PHONY: setup serve demo test lint bench bench-quick clean
+.PHONY: setup serve demo test lint bench bench-quick fuzz clean
 
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,tokens,bench]'
 	touch $@
 
 serve: setup
 	$(BIN)/chainrecall serve --db $(DB)
+
+demo: setup
+	$(BIN)/chainrecall demo --db $(DB)
 
 test: setup
 	$(PY) -m pytest -n 2 -q
@@ -30,6 +33,10 @@ bench: setup
 
 bench-quick: setup
 	$(PY) -m benchmarks.run --quick
+
+# The long schemathesis run (the test suite runs a short one).
+fuzz: setup
+	CHAINRECALL_FUZZ_EXAMPLES=100 CHAINRECALL_FUZZ_PHASES=examples,coverage,fuzzing,stateful $(PY) -m pytest tests/test_fuzz.py -q
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

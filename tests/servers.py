@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import uvicorn
@@ -30,8 +30,11 @@ def free_port() -> int:
 class ThreadServer:
     """uvicorn serving an ASGI app in a background thread on a free loopback port."""
 
-    def __init__(self, app: Any) -> None:
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+    def __init__(self, app: Any, lifespan: Literal["on", "off"] = "on") -> None:
+        # The app's lifespan runs: the MCP endpoint at /mcp starts its session manager there.
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=0, log_level="warning", lifespan=lifespan
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

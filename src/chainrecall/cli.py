@@ -9,13 +9,22 @@ from __future__ import annotations
 import ipaddress
 import os
 import sys
-from typing import Annotated, NoReturn
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
 from chainrecall import __version__
+from chainrecall.check import command as check_command
 from chainrecall.config import DEFAULT_HOST, DEFAULT_PORT, server_config_from_env
+from chainrecall.context_cli import context_command, cost_command
 from chainrecall.errors import ChainRecallError, InvalidInput
+from chainrecall.harness import commands as harness_commands
+
+DEFAULT_MCP_PORT = 8078
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
 
 app = typer.Typer(
     name="chainrecall",
@@ -65,6 +74,10 @@ def serve(
         str | None,
         typer.Option(help="secret of GitHub webhook deliveries (or CHAINRECALL_GITHUB_SECRET)"),
     ] = None,
+    slack_signing_secret: Annotated[
+        str | None,
+        typer.Option(help="Slack app signing secret (or CHAINRECALL_SLACK_SIGNING_SECRET)"),
+    ] = None,
     insecure: Annotated[
         bool, typer.Option(help="allow a non-loopback address without API tokens")
     ] = False,
@@ -78,7 +91,8 @@ def serve(
 
     config = server_config_from_env(db).with_overrides(
         host=host, port=port, workers=workers, max_body_bytes=max_body_bytes,
-        github_secret=github_secret, insecure=insecure,
+        github_secret=github_secret, slack_signing_secret=slack_signing_secret,
+        insecure=insecure,
     )  # fmt: skip
     store = open_store(config.db)  # creates the file and applies migrations once, up front
     if not is_loopback(host) and not insecure and not store.has_tokens():
@@ -103,6 +117,54 @@ def serve(
         )  # fmt: skip
         return
     uvicorn.run(create_app(store, config), host=host, port=port, log_level=log_level)
+
+
+@app.command()
+def migrate(
+    source: Annotated[str, typer.Option("--from", help="SQLite file or postgresql:// URL to copy")],
+    target: Annotated[str, typer.Option("--to", help="SQLite file or postgresql:// URL to fill")],
+    verify: Annotated[
+        bool, typer.Option("--verify", help="only compare the two (a copy always ends with it)")
+    ] = False,
+    batch_size: Annotated[int, typer.Option(min=1, help="rows per committed batch")] = 500,
+) -> None:
+    """Copy a memory between SQLite and PostgreSQL, then verify every ID on the target.
+
+    Resumable: run it again after an interruption and it continues. Exits 1 when the
+    target differs from the source, listing what differs.
+    """
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from chainrecall.errors import ChainRecallError
+    from chainrecall.migrate import copy_database, verify_database
+
+    console = Console(stderr=True)
+    columns = (TextColumn("{task.description:<16}"), BarColumn(), MofNCompleteColumn())
+    try:
+        with Progress(*columns, console=console) as bar:
+            tasks: dict[str, TaskID] = {}
+
+            def show(table: str, done: int, total: int) -> None:
+                if table not in tasks:
+                    tasks[table] = bar.add_task(table, total=total)
+                bar.update(tasks[table], completed=done, total=total)
+
+            if not verify:
+                copied = copy_database(source, target, batch_size=batch_size, progress=show)
+                console.print(f"copied {sum(copied.values())} rows")
+            differences = verify_database(source, target, progress=show)
+    except ChainRecallError as exc:
+        console.print(f"[red]migrate failed:[/] {exc.detail}")
+        raise typer.Exit(2) from exc
+    if differences:
+        for line in differences[:200]:
+            typer.echo(f"DIFFERS {line}")
+        if len(differences) > 200:
+            typer.echo(f"... and {len(differences) - 200} more differences")
+        typer.echo(f"verify: {len(differences)} difference(s) between source and target", err=True)
+        raise typer.Exit(1)
+    typer.echo("verify: every ID resolves on the target to the same record")
 
 
 @app.command("recall")
@@ -263,6 +325,94 @@ def prune(
 def _fail(exc: ChainRecallError) -> NoReturn:
     typer.echo(f"error: {exc.detail}", err=True)
     raise typer.Exit(2)
+
+
+# The harness's commands (src/chainrecall/harness/commands.py); `demo` is the main one.
+app.command()(harness_commands.demo)
+app.command()(harness_commands.ask)
+app.command()(harness_commands.handle)
+app.command()(harness_commands.log)
+app.command()(check_command.check)  # chainrecall check: src/chainrecall/check/command.py
+
+
+@app.command()
+def mcp(
+    db: DbOption,
+    http: Annotated[
+        bool, typer.Option("--http", help="serve streamable HTTP at /mcp instead of stdio")
+    ] = False,
+    host: Annotated[str, typer.Option(help="address to bind (with --http)")] = DEFAULT_HOST,
+    port: Annotated[int, typer.Option(help="port to listen on (with --http)")] = DEFAULT_MCP_PORT,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level (with --http)")] = "warning",
+) -> None:
+    """Serve the memory as an MCP server: over stdio (default), or streamable HTTP."""
+    from chainrecall.store import open_store
+
+    store = open_store(server_config_from_env(db).db)
+    if not http:
+        from chainrecall.mcp_server import run_stdio
+
+        run_stdio(store)  # stdout is the protocol's: nothing else may print there
+        return
+    if not is_loopback(host):
+        typer.echo(
+            f"refusing to listen on {host}: the MCP endpoint has no authentication of its "
+            "own; listen on 127.0.0.1, or mount it behind tokens with `chainrecall serve`.",
+            err=True,
+        )
+        store.close()
+        raise typer.Exit(2)
+    import uvicorn
+
+    from chainrecall.api.mcp import mcp_http_app
+
+    typer.echo(f"MCP over streamable HTTP at http://{host}:{port}/mcp", err=True)
+    uvicorn.run(mcp_http_app(store, host=host), host=host, port=port, log_level=log_level)
+
+
+app.command("context")(context_command)
+app.command("cost")(cost_command)
+
+
+@app.command("import")
+def import_command(
+    path: Annotated[
+        Path, typer.Argument(help="a .jsonl file of triggers, an mbox, or a folder of deliveries")
+    ],
+    db: DbOption,
+    format: Annotated[
+        str | None,
+        typer.Option("--format", help="jsonl, mbox or github-dir (default: told by the path)"),
+    ] = None,
+    namespace: Annotated[str, typer.Option(help="the namespace to import into")] = "default",
+    batch_size: Annotated[int, typer.Option(min=1, help="triggers per transaction")] = 500,
+) -> None:
+    """Import triggers in bulk; re-running it (also after an interruption) adds nothing twice."""
+    from rich.progress import Progress
+
+    from chainrecall.auth import check_namespace
+    from chainrecall.errors import ChainRecallError
+    from chainrecall.ingest import bulk
+    from chainrecall.service import Memory
+    from chainrecall.store import open_store
+
+    try:
+        check_namespace(namespace)
+        fmt = bulk.resolve_format(path, format)
+        total = bulk.check_input(path, fmt)
+        with Memory(open_store(db), namespace) as memory, Progress(transient=True) as progress:
+            task = progress.add_task(f"importing {path.name}", total=total)
+            stats = bulk.import_path(
+                memory, path, fmt, batch_size=batch_size, checked=True,
+                on_item=lambda n: progress.advance(task, n),
+            )  # fmt: skip
+    except (ChainRecallError, OSError) as exc:
+        typer.echo(getattr(exc, "detail", None) or str(exc), err=True)
+        raise typer.Exit(2) from None
+    typer.echo(
+        f"{stats.items} items read from {path}: {stats.added} stored, "
+        f"{stats.already_present} already present"
+    )
 
 
 def main() -> None:

@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
+from chainrecall.errors import InvalidInput
+
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8077
 DEFAULT_MAX_BODY_BYTES = 25 * 1024 * 1024
@@ -63,3 +65,55 @@ def server_config_from_env(db: str | None = None) -> ServerConfig:
 def env_value(name: str) -> str | None:
     """One environment variable (for shells that need a value this module does not model)."""
     return os.environ.get(name) or None
+
+
+# -- the harness's model endpoint --------------------------------------------
+# Provider variables tried after CHAINRECALL_API_KEY, in order; a DeepSeek URL
+# prefers DEEPSEEK_API_KEY so that a shell with both keys set picks the right one.
+API_KEY_VARIABLES = ("CHAINRECALL_API_KEY", "OPENAI_API_KEY", "DEEPSEEK_API_KEY")
+DEFAULT_MODEL_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Where the harness's chat model is and how to reach it (the key is never logged)."""
+
+    base_url: str
+    model: str
+    api_key: str | None = None
+    timeout_s: float = DEFAULT_MODEL_TIMEOUT_S
+    stream: bool = False
+
+    def __repr__(self) -> str:
+        key = "set" if self.api_key else "none"
+        return f"ModelConfig(base_url={self.base_url!r}, model={self.model!r}, api_key={key})"
+
+
+def model_config_from_env(
+    base_url: str | None,
+    model: str | None,
+    *,
+    timeout_s: float | None = None,
+    stream: bool = False,
+) -> ModelConfig | None:
+    """The model endpoint from flags, then CHAINRECALL_BASE_URL / CHAINRECALL_MODEL.
+
+    None when no model is configured (the harness then runs without one).
+    """
+    env = os.environ
+    base_url = base_url or env.get("CHAINRECALL_BASE_URL") or None
+    model = model or env.get("CHAINRECALL_MODEL") or None
+    if base_url is None and model is None:
+        return None
+    if base_url is None or model is None:
+        missing = "--base-url (or CHAINRECALL_BASE_URL)" if base_url is None else "--model"
+        raise InvalidInput(
+            f"a model needs both --model and --base-url; {missing} is missing "
+            "(e.g. --base-url https://api.deepseek.com --model deepseek-chat)"
+        )
+    names = list(API_KEY_VARIABLES)
+    if "deepseek" in base_url:
+        names = ["CHAINRECALL_API_KEY", "DEEPSEEK_API_KEY", "OPENAI_API_KEY"]
+    api_key = next((env[name] for name in names if env.get(name)), None)
+    timeout = timeout_s or float(env.get("CHAINRECALL_MODEL_TIMEOUT", DEFAULT_MODEL_TIMEOUT_S))
+    return ModelConfig(base_url, model, api_key, timeout, stream)

@@ -167,7 +167,7 @@ class Memory:
         for tid in thread_ids:
             if not ids.is_valid(tid, "thread"):
                 raise UnknownReference(tid[:60], "thread_id")
-        task = _text(task, "task", 20_000)
+        task = _no_nul(_text(task, "task", 20_000), "task")
         if not task.strip():
             raise InvalidInput("task must say what the worker is to do", field="task")
         return self.store.start_worker(self.namespace, thread_ids, task)
@@ -184,11 +184,12 @@ class Memory:
         """File a worker's report; the worker's record shows it and keeps the earlier ones."""
         self._require_id(worker_id, "worker")
         summary = _text(summary, "summary", MAX_SUMMARY_INPUT)
+        body = _text(body, "body", 10 * 1024 * 1024)
         if not summary.strip():
             raise InvalidInput("summary must not be empty", field="summary")
         return self.store.add_report(
             self.namespace, worker_id, summary=one_line(summary, MAX_SUMMARY_INPUT),
-            body=body, refs=list(refs), status=_status(status, "status"),
+            body=_no_nul(body, "body"), refs=list(refs), status=_status(status, "status"),
         )  # fmt: skip
 
     # -- reads ---------------------------------------------------------------
@@ -284,9 +285,18 @@ def encode_payload(
                 with contextlib.suppress(ValueError):
                     text = " ".join(_strings(json.loads(raw)))
         return raw, ctype, text
-    if isinstance(payload, str):
-        return payload.encode("utf-8"), TEXT_TYPE, payload
-    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    try:
+        if isinstance(payload, str):
+            return payload.encode("utf-8"), TEXT_TYPE, payload
+        data = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(
+            "payload is not valid Unicode (a lone surrogate)", field="payload"
+        ) from None
+    except (ValueError, RecursionError):
+        raise InvalidInput(
+            "payload is not a JSON value that can be stored", field="payload"
+        ) from None
     return data, JSON_TYPE, " ".join(_strings(payload))
 
 
@@ -338,8 +348,24 @@ def _text(value: Any, field: str, limit: int) -> str:
         raise InvalidInput(f"{field} must be a string", field=field)
     if len(value) > limit:
         raise InvalidInput(f"{field} is longer than {limit} characters", field=field)
-    if field != "task" and _CONTROL.search(value.replace("\n", " ").replace("\t", " ")):
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidInput(
+                f"{field} is not valid Unicode (a lone surrogate)", field=field
+            ) from None
+    if field not in {"task", "body"} and _CONTROL.search(
+        value.replace("\n", " ").replace("\t", " ")
+    ):
         raise InvalidInput(f"{field} contains control characters", field=field)
+    return value
+
+
+def _no_nul(value: str, field: str) -> str:
+    """Free text may hold control characters, but not NUL: PostgreSQL text cannot store it."""
+    if "\x00" in value:
+        raise InvalidInput(f"{field} contains a NUL character (\\u0000); remove it", field=field)
     return value
 
 

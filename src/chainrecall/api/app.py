@@ -15,7 +15,12 @@ from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from starlette.responses import Response
 
 from chainrecall import __version__
+from chainrecall.api.context import router as context_router
+from chainrecall.api.hot import HotReads
+from chainrecall.api.ingest import router as ingest_router
 from chainrecall.api.limits import BodySizeLimit
+from chainrecall.api.mcp import mount_mcp
+from chainrecall.api.openapi import install_openapi
 from chainrecall.api.problems import install_problem_handlers
 from chainrecall.api.schemas import BatchOut, Problem, ReportIn, TriggerBatchIn, TriggerIn, WorkerIn
 from chainrecall.auth import RateLimiter, authenticate, require_scope
@@ -65,8 +70,8 @@ async def authorize(request: Request) -> None:
 
     Runs inline (not in the thread pool): a token lookup is one indexed read.
     """
-    store: Store = request.app.state.store
-    info = authenticate(store, request.headers.get("authorization"))
+    state = request.app.state
+    info = authenticate(state.store, request.headers.get("authorization"))
     require_scope(info, _SCOPE_BY_METHOD.get(request.method, "admin"))
     request.state.token = info
     if info is None:
@@ -96,13 +101,21 @@ async def index() -> dict[str, Any]:
         "routes": [
             "GET /triggers/{id}",
             "GET /triggers/{id}/payload",
+            "GET /threads?key=",
             "GET /threads/{id}",
             "GET /threads/{id}/events?cursor=&limit=",
             "GET /workers/{id}",
             "GET /search?q=",
+            "GET /recall?q=&budget_bytes=",
+            "GET /context?trigger_id=|thread_id=&budget_bytes=",
             "POST /triggers",
+            "POST /triggers/batch",
             "POST /workers",
             "POST /workers/{id}/report",
+            "POST /webhooks/github, /webhooks/slack",
+            "POST /ingest/chat, /ingest/email, /ingest/ci",
+            "DELETE /triggers/{id}, /threads/{id}; GET /deletions (admin)",
+            "POST /mcp (MCP over streamable HTTP)",
         ],
     }
 
@@ -330,6 +343,9 @@ def create_app(store: Store | str, config: ServerConfig | None = None) -> FastAP
         title="chainrecall",
         version=__version__,
         description="Chain of Recall: stable IDs, one-line summaries and links as agent memory.",
+        # FastAPI's OpenTelemetry hooks look up the global providers on every request
+        # (about a sixth of a fetch by ID); we export no traces, so they stay off.
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.store = store
     app.state.config = config
@@ -337,6 +353,12 @@ def create_app(store: Store | str, config: ServerConfig | None = None) -> FastAP
     install_problem_handlers(app)
     app.include_router(meta)
     app.include_router(router)
+    install_openapi(app)
+    mount_mcp(app, store, host=config.host, max_body_bytes=config.max_body_bytes)
+    app.include_router(context_router)
+    app.include_router(ingest_router)
+    build_stack = app.build_middleware_stack
+    app.build_middleware_stack = lambda: HotReads(build_stack())  # type: ignore[method-assign]
     app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes)
     return app
 

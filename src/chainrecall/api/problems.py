@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -83,6 +84,30 @@ def _instance(request: Request) -> str:
     return request.url.path
 
 
+def allowed_methods(request: Request) -> str:
+    """Every method the API documents at this path (Starlette reports only the first route's).
+
+    Read from the OpenAPI document, so `Allow` and `/openapi.json` always agree. A literal
+    path (`/triggers/batch`) wins over a templated one (`/triggers/{trigger_id}`), as it
+    does when routing.
+    """
+    table = getattr(request.app.state, "allow_table", None)
+    if table is None:
+        table = []
+        for template, operations in request.app.openapi().get("paths", {}).items():
+            pattern = re.compile("^" + re.sub(r"\\{[^/]+?\\}", "[^/]+", re.escape(template)) + "$")
+            methods = {m.upper() for m in operations if m in _HTTP_METHODS}
+            table.append((pattern, "{" in template, methods))
+        request.app.state.allow_table = table
+    path = request.url.path
+    literal = [m for pattern, templated, m in table if not templated and pattern.match(path)]
+    matches = literal or [m for pattern, templated, m in table if templated and pattern.match(path)]
+    return ", ".join(sorted(set().union(*matches))) if matches else ""
+
+
+_HTTP_METHODS = {"get", "put", "post", "delete", "patch", "options", "head"}
+
+
 def install_problem_handlers(app: FastAPI) -> None:
     async def on_ours(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ChainRecallError)
@@ -101,10 +126,12 @@ def install_problem_handlers(app: FastAPI) -> None:
                 "(/triggers/{id}, /threads/{id}, /threads/{id}/events, /workers/{id}, /search)"
             )
         elif exc.status_code == 405:
-            detail = f"{request.method} is not allowed on {path}"
-            allow = (exc.headers or {}).get("Allow")
-            if allow:
-                detail += f"; allowed: {allow}"
+            allow = allowed_methods(request)
+            headers = {**(exc.headers or {}), "Allow": allow}
+            return problem(
+                405, f"{request.method} is not allowed on {path}; allowed: {allow}",
+                instance=path, headers=headers,
+            )  # fmt: skip
         else:
             detail = str(exc.detail)
         return problem(exc.status_code, detail, instance=path, headers=exc.headers)

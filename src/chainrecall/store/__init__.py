@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from chainrecall.store.base import DEFAULT_NAMESPACE, Appended, Store
+from chainrecall.store.postgres import PostgresStore
+from chainrecall.store.sqlite import SQLiteStore
 
-__all__ = ["DEFAULT_NAMESPACE", "Appended", "Store", "open_store"]
+__all__ = ["DEFAULT_NAMESPACE", "Appended", "PostgresStore", "SQLiteStore", "Store", "open_store"]
 
 
 def is_postgres_url(url: str) -> bool:
@@ -14,10 +16,6 @@ def is_postgres_url(url: str) -> bool:
 def open_store(url: str) -> Store:
     """Open the backend a `--db` value names: a PostgreSQL URL, else an SQLite file path."""
     if is_postgres_url(url):
-        from chainrecall.store.postgres import PostgresStore
-
         return PostgresStore(url)
-    from chainrecall.store.sqlite import SQLiteStore
-
     path = url.removeprefix("sqlite:///").removeprefix("sqlite://")
     return SQLiteStore(path)

@@ -25,6 +25,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from chainrecall.history import (
+    AgentMessage,
+    AgentSession,
+    ModelRequest,
+    NewMessage,
+    NewModelRequest,
+    SessionKind,
+)
 from chainrecall.model import (
     Deletion,
     Event,
@@ -246,3 +254,52 @@ class Store(ABC):
     @abstractmethod
     def list_deletions(self, ns: str | None, limit: int) -> list[Deletion]:
         """The deletion log, newest first."""
+
+    # -- agent history (the harness) -----------------------------------------
+    # Sessions, their append-only messages and the model-request log live in the
+    # same database as the memory, so one backup holds both.
+    @abstractmethod
+    def create_session(
+        self, ns: str, *, kind: SessionKind, model: str,
+        worker_id: str | None = None, thread_id: str | None = None,
+    ) -> AgentSession:  # fmt: skip
+        """Create an open session with a fresh `ses_` ID and no messages."""
+
+    @abstractmethod
+    def get_session(self, ns: str, session_id: str) -> AgentSession:
+        """The session (NotFound when unknown in `ns`)."""
+
+    @abstractmethod
+    def list_sessions(
+        self,
+        ns: str,
+        *,
+        kind: SessionKind | None = None,
+        worker_id: str | None = None,
+        limit: int = 100,
+    ) -> list[AgentSession]:
+        """Sessions, newest first; only those of `kind` / of `worker_id` when given."""
+
+    @abstractmethod
+    def set_session_status(self, ns: str, session_id: str, status: str) -> AgentSession:
+        """Mark a session open, done, error or incomplete (NotFound when unknown)."""
+
+    @abstractmethod
+    def append_messages(
+        self, ns: str, session_id: str, messages: Sequence[NewMessage]
+    ) -> list[AgentMessage]:
+        """Append messages at the next positions, in one transaction; never rewrites one."""
+
+    @abstractmethod
+    def list_messages(self, ns: str, session_id: str) -> list[AgentMessage]:
+        """A session's messages in position order (NotFound when the session is unknown)."""
+
+    @abstractmethod
+    def log_model_request(self, ns: str, request: NewModelRequest) -> ModelRequest:
+        """Log one model request of a session (NotFound when the session is unknown)."""
+
+    @abstractmethod
+    def list_model_requests(
+        self, ns: str, session_id: str | None = None, limit: int = 1000
+    ) -> list[ModelRequest]:
+        """Logged requests, oldest first; one session's when `session_id` is given."""
