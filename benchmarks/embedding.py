@@ -86,7 +86,8 @@ class MiniLM:
         if path is None:
             return
         keys = {self._key(t) for t in texts}
-        np.savez(path, **{k: self.memo[k] for k in keys if k in self.memo})
+        arrays = {k: self.memo[k] for k in keys if k in self.memo}
+        np.savez(path, **arrays)  # type: ignore[arg-type]
 
     def encode(self, texts: list[str]) -> np.ndarray:
         keys = [self._key(t) for t in texts]
@@ -114,4 +115,5 @@ class MiniLM:
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        vectors: np.ndarray = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        return vectors

@@ -688,6 +688,35 @@ def category_table(rows: list[Row], split: str, budget: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def losses(rows: list[Row]) -> list[str]:
+    """Every (split, budget, category) where Chain of Recall is not above the best baseline."""
+    out: list[str] = []
+    for split in ("held-out", "tune"):
+        for budget in sorted({r.budget for r in rows}):
+            for category in (1, 2, 3, 4, 5):
+                cell = [
+                    r for r in rows
+                    if split_of(r.sample_id) == split and r.budget == budget and r.category == category
+                ]  # fmt: skip
+                if not cell:
+                    continue
+                ours = mean(r.recall for r in cell if r.strategy == "chain-of-recall")
+                others = {
+                    name: mean(r.recall for r in cell if r.strategy == name)
+                    for name in order_of(cell)
+                    if name not in ("chain-of-recall", "gold-threads")
+                }
+                if not others or ours != ours:  # nothing to compare, or not run
+                    continue
+                best = max(others, key=lambda n: others[n])
+                if ours <= others[best]:
+                    out.append(
+                        f"{split}, {budget // 1024} KiB, category {category} ({CATEGORIES[category]}): "
+                        f"chain-of-recall {ours:.3f} vs {best} {others[best]:.3f}"
+                    )
+    return out
+
+
 def plot(rows: list[Row], path: Path) -> str | None:
     try:
         import matplotlib
@@ -772,6 +801,13 @@ def render(rows: list[Row], meta: dict[str, Any], command: str, image: Path | No
         "those turns is reported here apart and is not part of the tables above.",
         "",
         recall_table(rows, "held-out", (5,)),
+        "### Where Chain of Recall does not win",
+        "",
+        "Every split, budget and category (5 included) where it is not above the best "
+        "non-gold strategy:",
+        "",
+        *([f"- {line}" for line in losses(rows)] or ["- none"]),
+        "",
         "### Strategies",
         "",
         *[f"- `{name}`: {label}" for name, label in meta["labels"].items()],
@@ -800,7 +836,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-embed", action="store_true", help="skip the MiniLM strategies")
     parser.add_argument("--strategies", nargs="*", default=[], help="names to run (default all)")
     parser.add_argument("--doc", type=Path, default=DOC, help="markdown section to write")
+    parser.add_argument(
+        "--from-json", type=Path, default=None, help="re-render a saved bench-out/locomo.json"
+    )
     args = parser.parse_args(argv)
+    if args.from_json is not None:
+        saved = json.loads(args.from_json.read_text(encoding="utf-8"))
+        rows = [Row(**r) for r in saved["rows"]]
+        image_path: Path | None = IMG if plot(rows, IMG) is None else None
+        args.doc.write_text(
+            render(
+                rows,
+                saved["meta"],
+                saved.get("command", "python -m benchmarks.locomo --full"),
+                image_path,
+            ),
+            encoding="utf-8",
+        )
+        print(f"wrote {args.doc}")
+        return 0
     if not args.data.exists():
         print(
             f"LoCoMo skipped: {args.data} is absent. It lives in the workspace's "
@@ -826,7 +880,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.doc.write_text(render(rows, meta, command.strip(), image), encoding="utf-8")
     OUT_DIR.mkdir(exist_ok=True)
     (OUT_DIR / "locomo.json").write_text(
-        json.dumps({"meta": meta, "rows": [r.__dict__ for r in rows]}), encoding="utf-8"
+        json.dumps({"meta": meta, "command": command.strip(), "rows": [r.__dict__ for r in rows]}),
+        encoding="utf-8",
     )
     print(f"wrote {args.doc} and {OUT_DIR / 'locomo.json'}")
     return 0

@@ -98,7 +98,9 @@ class Workload:
 def ci_log(rng: random.Random, size: int, failure: str | None) -> str:
     lines = [f"ci runner {rng.randrange(100)}: collected {rng.randrange(200, 900)} items"]
     while sum(len(line) + 1 for line in lines) < size:
-        lines.append(f"tests/test_{rng.choice(COMPONENTS).replace(' ', '_')}.py::test_{rng.randrange(10_000)} PASSED")
+        lines.append(
+            f"tests/test_{rng.choice(COMPONENTS).replace(' ', '_')}.py::test_{rng.randrange(10_000)} PASSED"
+        )
     if failure:
         lines.insert(1, failure)
     return "\n".join(lines)
@@ -217,7 +219,10 @@ def replay(work: Workload, client: httpx.Client) -> None:
         batch.clear()
 
     for item in work.items:
-        if any(r not in ids for r in [*item.refs, item.in_reply_to or ""] if r) or len(batch) >= 500:
+        if (
+            any(r not in ids for r in [*item.refs, item.in_reply_to or ""] if r)
+            or len(batch) >= 500
+        ):
             flush()
         batch.append(item)
         if item.key in worker_after:
@@ -241,10 +246,19 @@ def line_of(item: Item, cap: int) -> str:
 
 
 def found(context: str, items: Sequence[Item]) -> float:
+    """Share of `items` whose ID is followed (within its line's head) by the start of its text.
+
+    Whitespace is flattened first: a CI log's first lines are one line in one strategy's
+    format and several in another's.
+    """
+    flat = " ".join(context.split())
     hits = 0
     for item in items:
         start = " ".join(item.text.split())[:PREFIX_BYTES]
-        hits += any(item.trigger_id in line and start in line for line in context.splitlines())
+        at = flat.find(item.trigger_id)
+        while at >= 0 and start not in flat[at : at + 160 + len(start)]:
+            at = flat.find(item.trigger_id, at + 1)
+        hits += at >= 0
     return hits / len(items) if items else 0.0
 
 
@@ -266,7 +280,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--doc", type=Path, default=DOC)
     args = parser.parse_args(argv)
     days, per_day = (2, 120) if args.quick else (5, 300)
-    markdown = run(args.seed, days, per_day, "python -m benchmarks.replay " + " ".join(argv or sys.argv[1:]))
+    markdown = run(
+        args.seed, days, per_day, "python -m benchmarks.replay " + " ".join(argv or sys.argv[1:])
+    )
     args.doc.parent.mkdir(parents=True, exist_ok=True)
     args.doc.write_text(markdown, encoding="utf-8")
     print(f"wrote {args.doc}")
@@ -276,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run(seed: int, days: int, per_day: int, command: str) -> str:
     from benchmarks.locomo import BM25Index, Conversation, Turn  # the same BM25 as LoCoMo
     from benchmarks.loopback import LoopbackServer
-    from chainrecall.context import prefix_ratios
+    from chainrecall.context import prefix_ratios, shared_prefix_ratio
     from chainrecall.context.strategies import compare_strategies
 
     work = generate(seed, days, per_day)
@@ -284,7 +300,7 @@ def run(seed: int, days: int, per_day: int, command: str) -> str:
     with tempfile.TemporaryDirectory(prefix="replay-") as tmp, LoopbackServer(Path(tmp) / "r.db") as server, \
             httpx.Client(base_url=server.url, timeout=120) as client:  # fmt: skip
         replay(work, client)
-        turns = [Turn(n, 0, i.key, i.author, " ".join(i.text.split())[:2000], None, "") for n, i in enumerate(work.items)]
+        turns = [Turn(n, 0, i.key, i.author, i.text, None, "") for n, i in enumerate(work.items)]
         bm25 = BM25Index(Conversation("replay", turns, [], {}))
         thread_order: dict[str, list[int]] = defaultdict(list)
         position: dict[str, int] = {}
@@ -300,13 +316,15 @@ def run(seed: int, days: int, per_day: int, command: str) -> str:
                 for item in ranked:
                     order = thread_order[item.thread_key]
                     at = position[item.key]
-                    near += [work.items[order[j]] for j in (at, at - 1, at + 1) if 0 <= j < len(order)]
+                    near += [
+                        work.items[order[j]] for j in (at, at - 1, at + 1) if 0 <= j < len(order)
+                    ]
                 contexts = {
                     "keep-last": pack_items(list(reversed(work.items)), budget),
                     "bm25": pack_items(ranked, budget),
                     "bm25+neighbours": pack_items(near, budget),
                     "chain-of-recall": client.get("/recall", params={"q": q.text, "budget_bytes": budget}).json()["text"],
-                    "gold-threads": pack_items([i for i in work.items if i.thread_key in {g.thread_key for g in gold}][::-1], budget),
+                    "gold-threads": pack_items([i for i in ranked if i.thread_key in {g.thread_key for g in gold}], budget),
                 }  # fmt: skip
                 for name, text in contexts.items():
                     results[(name, q.hops, budget)].append(found(text, gold))
@@ -314,12 +332,27 @@ def run(seed: int, days: int, per_day: int, command: str) -> str:
         day = [i for i in work.items if i.day == days - 1]
         sizes = [len(line_of(i, 10**9).encode()) for i in day]
         summaries = [len(line_of(i, 120).encode()) for i in day]
-        contexts = [client.get("/context", params={"trigger_id": i.trigger_id, "budget_bytes": 8192}).json()["text"] for i in day]  # fmt: skip
-        runs = compare_strategies(sizes, summaries, [len(c.encode()) for c in contexts], window=20, summary_cap=4096)
-        everything = ["".join(line_of(i, 10**9) for i in day[: n + 1]) for n in range(len(day))]
-        window = ["".join(line_of(i, 10**9) for i in day[max(0, n - 19) : n + 1]) for n in range(len(day))]
-        ratios = {"keep everything": prefix_ratios(everything), "last 20 turns": prefix_ratios(window),
-                  "Chain of Recall": prefix_ratios(contexts)}  # fmt: skip
+        router_contexts = [client.get("/context", params={"trigger_id": i.trigger_id, "budget_bytes": 8192}).json()["text"] for i in day]  # fmt: skip
+        runs = compare_strategies(
+            sizes,
+            summaries,
+            [len(c.encode()) for c in router_contexts],
+            window=20,
+            summary_cap=4096,
+        )
+        # Keep-everything's prompt n+1 starts with prompt n whole: its ratio is size_n / size_n+1
+        # (computed, not built: the day's prompts add up to gigabytes).
+        running = [sum(sizes[: n + 1]) for n in range(len(sizes))]
+        lines = [line_of(i, 10**9) for i in day]
+        window_ratios = []
+        previous = ""
+        for n in range(len(day)):
+            current = "".join(lines[max(0, n - 19) : n + 1])
+            if n:
+                window_ratios.append(shared_prefix_ratio(previous, current))
+            previous = current
+        ratios = {"keep everything": [running[n - 1] / running[n] for n in range(1, len(running))],
+                  "last 20 turns": window_ratios, "Chain of Recall": prefix_ratios(router_contexts)}  # fmt: skip
     names = ["keep-last", "bm25", "bm25+neighbours", "chain-of-recall", "gold-threads"]
     hops = sorted({q.hops for q in work.questions})
     out = ["## Super-agent replay: a seeded team week", "", f"Rerun: `{command.strip()}`", "",
@@ -334,7 +367,11 @@ def run(seed: int, days: int, per_day: int, command: str) -> str:
         for name in names:
             cells = [statistics.fmean(results[(name, h, budget)]) for h in hops]
             every = [v for h in hops for v in results[(name, h, budget)]]
-            out.append(f"| {name} | " + " | ".join(f"{c:.3f}" for c in cells) + f" | {statistics.fmean(every):.3f} |")
+            out.append(
+                f"| {name} | "
+                + " | ".join(f"{c:.3f}" for c in cells)
+                + f" | {statistics.fmean(every):.3f} |"
+            )
         out.append("")
     out += [f"### One day of Router turns ({len(day)} turns, day {days})", "",
             "| strategy | bytes sent over the day | last turn | mean shared-prefix ratio |", "|---|---|---|---|"]  # fmt: skip

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from benchmarks import locomo
 
 
@@ -109,3 +110,41 @@ def test_main_skips_cleanly_without_the_data(
     doc = tmp_path / "out.md"
     assert locomo.main(["--quick", "--data", str(tmp_path / "absent.json"), "--doc", str(doc)]) == 0
     assert "LoCoMo skipped" in capsys.readouterr().err and not doc.exists()
+
+
+def test_the_replay_week_is_seeded_and_its_gold_resolves() -> None:
+    from benchmarks import replay
+
+    first, again = replay.generate(3, 2, 80), replay.generate(3, 2, 80)
+    assert [(i.key, i.text) for i in first.items] == [(i.key, i.text) for i in again.items]
+    keys = {i.key for i in first.items}
+    assert first.questions and all(set(q.evidence) <= keys for q in first.questions)
+    assert {q.hops for q in first.questions} <= {1, 2, 3, 4}
+    logs = [len(i.text.encode()) for i in first.items if i.source == "ci"]
+    assert logs and min(logs) >= 1024 and max(logs) <= 201 * 1024
+    assert first.workers and all(set(w.refs) <= keys for w in first.workers)
+
+
+def test_replay_scoring_needs_the_id_and_the_start_of_the_text() -> None:
+    from benchmarks import replay
+
+    item = replay.Item("i1", 0, "ci", "check_run.completed", "ci:main", "ci",
+                       "CI run 9001 on main failed\nFAILED test_x: PSP timeouts\n" + "ok\n" * 100)  # fmt: skip
+    item.trigger_id = "trg_aaaaaaaa"
+    # a line whose text is cut after its first 80 bytes still counts; newlines do not matter
+    assert replay.found("trg_aaaaaaaa thr_b 2026-11-02 ci: " + item.text[:120], [item]) == 1.0
+    assert replay.found("trg_bbbbbbbb thr_b: " + item.text, [item]) == 0.0
+    assert replay.found("trg_aaaaaaaa thr_b: CI run 9001 on main", [item]) == 0.0
+
+
+def test_a_tiny_replay_day_runs_every_strategy() -> None:
+    from benchmarks import replay
+
+    markdown = replay.run(5, 1, 30, "python -m benchmarks.replay --quick")
+    for name in (
+        "| keep-last |",
+        "| chain-of-recall |",
+        "| keep everything |",
+        "| Chain of Recall |",
+    ):
+        assert name in markdown

@@ -47,7 +47,8 @@ NEIGHBOUR_DECAY_PREV = (0.45, 0.2)  # weight of what came 1 and 2 steps before a
 NEIGHBOUR_DECAY_NEXT = (0.7, 0.35)  # ... and after it (a reply often holds the answer)
 AUTHOR_BOOST = 0.3  # a question that names a person prefers what that person wrote
 LINK_WEIGHT = 0.6  # weight of a trigger reached through in_reply_to / refs / a report
-ITEM_SHARE = 0.5  # no single item takes more than this share of the budget
+ITEM_SHARE = 0.25  # no single item takes more than this share of the budget ...
+ITEM_FLOOR = 1024  # ... or than 1 KiB, whichever is larger (short messages are never cut)
 EXPAND_PER_KIB = 8  # entry points whose links are followed, per KiB of budget (at least 12)
 MIN_LINE = 48  # less room than this left: the context is full
 MAX_SPILLED = 50  # pointers to what did not fit, best first
@@ -162,6 +163,7 @@ class _Walker:
         self.memory = memory
         self.calls = 0
         self.triggers: dict[str, Trigger | None] = {}
+        self.reports: dict[str, list[str]] = {}
 
     def trigger(self, trigger_id: str) -> Trigger | None:
         if trigger_id not in self.triggers:
@@ -172,8 +174,9 @@ class _Walker:
                 self.triggers[trigger_id] = None
         return self.triggers[trigger_id]
 
-    def around(self, trigger: Trigger, steps: int) -> tuple[list[str], list[str]]:
-        """IDs of the triggers up to `steps` before and after `trigger` in its thread.
+    def around(self, trigger: Trigger, steps: int) -> tuple[list[str], list[str], list[str]]:
+        """IDs of the triggers up to `steps` before and after `trigger` in its thread, and
+        of the workers that started or reported in that stretch.
 
         One read of the thread's event log around the trigger's position, instead of one
         read per neighbour; nearest first on both sides.
@@ -184,12 +187,24 @@ class _Walker:
             4 * steps + 1,
         )  # fmt: skip
         live = [e for e in events if e.kind == "trigger" and not e.deleted]
+        workers = list(dict.fromkeys(e.id for e in events if e.kind in ("worker", "report")))
         position = next((i for i, e in enumerate(live) if e.id == trigger.id), None)
         if position is None:
-            return [], []
+            return [], [], workers
         before = [e.id for e in reversed(live[max(0, position - steps) : position])]
         after = [e.id for e in live[position + 1 : position + 1 + steps]]
-        return before, after
+        return before, after, workers
+
+    def report_refs(self, worker_id: str) -> list[str]:
+        """The triggers a worker's report cites (read once per recall)."""
+        if worker_id not in self.reports:
+            self.calls += 1
+            try:
+                report = self.memory.get_worker(worker_id).report
+            except ChainRecallError:
+                report = None
+            self.reports[worker_id] = list(report.refs) if report is not None else []
+        return self.reports[worker_id]
 
     def text_of(self, trigger: Trigger, limit: int) -> tuple[str, bool]:
         """The trigger's words for the context, and whether they had to be cut."""
@@ -315,7 +330,11 @@ def recall(
             continue
         if trigger.author and asked & set(search_terms(trigger.author)):
             cand.score *= 1.0 + AUTHOR_BOOST
-        before, after = walker.around(trigger, len(NEIGHBOUR_DECAY_PREV))
+        before, after, workers = walker.around(trigger, len(NEIGHBOUR_DECAY_PREV))
+        # A worker that reported next to a hit: what its report cites is two hops away.
+        for worker_id in workers:
+            for ref in walker.report_refs(worker_id):
+                offer(ref, cand.score * LINK_WEIGHT * LINK_WEIGHT, cand.hops + 2)
         for neighbour_id, decay, distance in [
             *[
                 (n, d, i + 1)
@@ -339,7 +358,7 @@ def _pack(walker: _Walker, query: str, candidates: dict[str, _Candidate], budget
     chosen: list[tuple[_Candidate, str]] = []
     spilled: list[dict[str, Any]] = []
     seen_texts: dict[str, str] = {}
-    item_cap = max(MIN_BUDGET, int(budget * ITEM_SHARE))
+    item_cap = max(min(budget, ITEM_FLOOR), int(budget * ITEM_SHARE))
     for cand in sorted(candidates.values(), key=lambda c: (-c.score, c.id)):
         if budget - used < MIN_LINE:  # full: name what is left without reading it
             if len(spilled) >= MAX_SPILLED:
