@@ -824,6 +824,12 @@ def render(rows: list[Row], meta: dict[str, Any], command: str, image: Path | No
     ]
     if image is not None:
         parts += [f"![LoCoMo recall against bytes](img/{image.name})", ""]
+    parts += [
+        "Related sections: the peer MCP memory server side by side "
+        "(`python -m benchmarks.peer_mcp --full`, docs/benchmarks-peer.md) and the super-agent "
+        "replay week (`python -m benchmarks.replay --full`, docs/benchmarks-replay.md).",
+        "",
+    ]
     return "\n".join(parts)
 
 
