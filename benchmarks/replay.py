@@ -359,7 +359,7 @@ def run(seed: int, days: int, per_day: int, command: str) -> str:
            f"Seed {seed}: {days} days, {len(work.items)} triggers over "
            f"{len({i.thread_key for i in work.items})} threads, {len(work.workers)} workers with reports, "
            f"{len(work.questions)} gold questions. Evidence counts when its line holds its ID and "
-           f"the first {PREFIX_BYTES} bytes of its text. `gold-threads` reads the gold evidence (upper bound).", ""]  # fmt: skip
+           f"the first {PREFIX_BYTES} bytes of its text. `gold-threads` reads the gold evidence: BM25 inside the evidence's threads only (no bound where a gold thread is as big as ci:main).", ""]  # fmt: skip
     for budget in BUDGETS:
         out += [f"### Evidence recall at {budget // 1024} KiB, by hops", "",
                 "| strategy | " + " | ".join(f"{h} hop{'s' if h > 1 else ''}" for h in hops) + " | all |",
