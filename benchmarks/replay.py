@@ -96,11 +96,13 @@ class Workload:
 
 
 def ci_log(rng: random.Random, size: int, failure: str | None) -> str:
+    """A CI log of about `size` bytes: passing test lines, and the failure near the top."""
     lines = [f"ci runner {rng.randrange(100)}: collected {rng.randrange(200, 900)} items"]
-    while sum(len(line) + 1 for line in lines) < size:
-        lines.append(
-            f"tests/test_{rng.choice(COMPONENTS).replace(' ', '_')}.py::test_{rng.randrange(10_000)} PASSED"
-        )
+    total = len(lines[0]) + 1
+    while total < size:
+        component = rng.choice(COMPONENTS).replace(" ", "_")
+        lines.append(f"tests/test_{component}.py::test_{rng.randrange(10_000)} PASSED")
+        total += len(lines[-1]) + 1
     if failure:
         lines.insert(1, failure)
     return "\n".join(lines)

@@ -140,7 +140,7 @@ def test_replay_scoring_needs_the_id_and_the_start_of_the_text() -> None:
 def test_a_tiny_replay_day_runs_every_strategy() -> None:
     from benchmarks import replay
 
-    markdown = replay.run(5, 1, 30, "python -m benchmarks.replay --quick")
+    markdown = replay.run(5, 1, 12, "python -m benchmarks.replay --quick")
     for name in (
         "| keep-last |",
         "| chain-of-recall |",
