@@ -158,3 +158,20 @@ def test_identical_texts_are_packed_once_and_the_copy_is_named(memory: Memory) -
         "reason": "duplicate",
         "pointer": f"same text as {kept}",
     } in result.spilled
+
+
+def test_nested_json_payloads_and_sender_summaries_reach_the_text_verbatim(memory: Memory) -> None:
+    nested, _ = memory.record_trigger(
+        source="chat", kind="message", thread_key="chat:nested",
+        payload={"turn": {"speaker": "Ann", "text": 'The "blue lantern" festival is on May 7'}},
+    )  # fmt: skip
+    summary_only, _ = memory.record_trigger(
+        source="ci", kind="run", thread_key="ci:numbers",
+        summary="nightly run of the lantern pipeline took 41 minutes", payload={"minutes": 41},
+    )  # fmt: skip
+    result = recall(memory, "when is the blue lantern festival?", 2048)
+    assert 'The "blue lantern" festival is on May 7' in result.text
+    assert nested.id in result.items
+    result = recall(memory, "how long did the nightly lantern pipeline take?", 2048)
+    assert "nightly run of the lantern pipeline took 41 minutes" in result.text
+    assert summary_only.id in result.items

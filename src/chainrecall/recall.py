@@ -220,6 +220,11 @@ class _Walker:
             body = _json_words(payload.data)
         else:
             body = trigger.summary
+        # The summary may say what the payload does not (a sender's own one-liner over a
+        # null or numeric payload): keep it unless the payload already says it.
+        said = " ".join(trigger.summary.rstrip("…").split())
+        if said and said not in " ".join(body.split()):
+            body = f"{trigger.summary}\n{body}" if body.strip() else trigger.summary
         if len(body.encode("utf-8")) <= limit:
             return body, False
         return clip_utf8(body, limit), True
@@ -232,9 +237,20 @@ def _json_words(data: bytes) -> str:
         return data.decode("utf-8", errors="replace")
     if isinstance(value, str):
         return value
-    if isinstance(value, dict):
-        return "; ".join(f"{k}: {v}" for k, v in value.items() if isinstance(v, str | int | float))
-    return json.dumps(value, ensure_ascii=False)
+    if value is None:
+        return ""
+    # Leaves as `path: value`, strings verbatim (JSON escapes would break a quoted fact).
+    parts: list[str] = []
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend((f"{path}.{k}" if path else str(k), v) for k, v in reversed(node.items()))
+        elif isinstance(node, list):
+            stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(node))))
+        elif node is not None and not isinstance(node, bool):
+            parts.append(f"{path}: {node}" if path else str(node))
+    return "; ".join(parts)
 
 
 def query_terms(query: str) -> list[str]:
