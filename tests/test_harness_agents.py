@@ -93,9 +93,11 @@ def test_without_pass_through_the_router_sees_the_trigger_and_hands_it_to_the_ow
     assert "route" in tools_of(router_request)
     context = router_request["messages"][-1]["content"]
     assert context.startswith(f"trigger {trigger_id} on {story.thread_id} (ci run.passed)")
-    assert (
-        f"{story.thread_id}: Retry timed-out gateway calls in the payment client, open" in context
+    index_line = next(
+        line for line in context.splitlines() if line.startswith(f"{story.thread_id}: ")
     )
+    assert "Retry timed-out gateway calls in the payment client" in index_line
+    assert "open" in index_line
     assert memory.get_thread(story.thread_id).owner_workers == [story.worker_id]
     assert "file_report" in tools_of(worker_request)
 

@@ -529,3 +529,56 @@ def test_chainrecall_mcp_http_refuses_a_public_address(db: str) -> None:
     result = CliRunner().invoke(cli.app, ["mcp", "--db", db, "--http", "--host", "0.0.0.0"])
     assert result.exit_code == 2
     assert "refusing to listen on 0.0.0.0" in result.stderr
+
+
+async def test_over_http_the_api_tokens_decide_access_and_namespace(
+    tmp_path: Any, anyio_backend: str
+) -> None:
+    from chainrecall.auth import issue_token
+
+    store = open_store(str(tmp_path / "tokens.db"))
+    reader = issue_token(store, "team-b", "read")[1]
+    writer = issue_token(store, "team-b", "write")[1]
+    other = issue_token(store, "default", "admin")[1]
+    try:
+        with ThreadServer(create_app(store)) as server:
+            url = server.url + "/mcp"
+            refused = httpx.post(url, json={}, timeout=10)
+            assert refused.status_code == 401
+            assert refused.headers["content-type"] == "application/problem+json"
+
+            def as_token(token: str) -> httpx2.AsyncClient:
+                return httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+
+            async with (
+                as_token(writer) as http,
+                connect(streamable_http_client(url, http_client=http)) as team_b,
+            ):
+                made = await call(
+                    team_b, "record_trigger", source="chat", kind="message",
+                    thread_key="chat:b", payload="team b plans",
+                )  # fmt: skip
+            async with (
+                as_token(reader) as http,
+                connect(streamable_http_client(url, http_client=http)) as team_b_reader,
+            ):
+                assert (await call(team_b_reader, "get_trigger", id=made["id"]))["id"] == made["id"]
+                denied = json.loads(
+                    await call_error(
+                        team_b_reader,
+                        "record_trigger",
+                        source="chat",
+                        kind="m",
+                        thread_key="chat:b",
+                        payload="x",
+                    )
+                )
+                assert denied["error"] == "forbidden" and "'write'" in denied["message"]
+            async with (
+                as_token(other) as http,
+                connect(streamable_http_client(url, http_client=http)) as outsider,
+            ):
+                error = json.loads(await call_error(outsider, "get_trigger", id=made["id"]))
+                assert error["error"] == "not_found"
+    finally:
+        store.close()

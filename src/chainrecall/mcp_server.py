@@ -31,7 +31,7 @@ from pydantic.networks import AnyUrl
 
 from chainrecall import __version__
 from chainrecall.auth import require_scope
-from chainrecall.errors import ChainRecallError, Gone, NotFound, UnknownReference
+from chainrecall.errors import ChainRecallError, Forbidden, Gone, NotFound, UnknownReference
 from chainrecall.model import Payload, TokenInfo
 from chainrecall.service import Memory
 from chainrecall.store import DEFAULT_NAMESPACE, Store
@@ -138,6 +138,8 @@ def error_data(exc: ChainRecallError) -> dict[str, Any]:
         return {"error": "gone", "message": exc.detail, "id": exc.object_id}
     if isinstance(exc, UnknownReference):
         return {"error": "unknown_reference", "message": exc.detail, "id": exc.object_id}
+    if isinstance(exc, Forbidden):
+        return {"error": "forbidden", "message": exc.detail}
     out: dict[str, Any] = {"error": "invalid_argument", "message": exc.detail}
     field = exc.extensions.get("field")
     if field:
