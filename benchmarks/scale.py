@@ -1,9 +1,9 @@
 """Throughput with 1, 2 and 4 server processes on one database (`serve --workers N`).
 
 For each store size, `python -m chainrecall serve --workers N` runs for N in
-1, 2, 4 on the same store, one after another; each gets a discarded warm-up
-load run (every process imports and opens its pool), then alternating rounds
-of two loads over 16 connections: GET /triggers/{id} on random existing IDs,
+1, 2, 4 on the same store, all at once; each gets a discarded warm-up load run
+(every process imports and opens its pool), then they take turns, in rounds
+that rotate which goes first, at two loads over 16 connections: GET /triggers/{id} on random existing IDs,
 and POST /triggers (small triggers spread over 500 threads). Reported: the
 median round's requests/s and its p50 latency under load, and each rate as a
 multiple of the one-process rate measured in the same run. On SQLite the
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from contextlib import ExitStack
 
 from benchmarks.common import (
     Mode,
@@ -49,15 +50,20 @@ def run(datasets: list[Dataset], mode: Mode, processes: Sequence[int] | None = N
         title=f"Throughput with {', '.join(map(str, counts))} server processes",
         intro=(
             f"`chainrecall serve --workers N` on one store, N = {', '.join(map(str, counts))}, "
-            f"one after another, on a machine with {cpu_count()} cores shared with the load "
+            f"all started at once and taking turns (idle servers use no CPU), on a machine with {cpu_count()} cores shared with the load "
             f"generator{' and the database server' if any(d.is_postgres for d in datasets) else ''}. "
             f"*fetch*: GET /triggers/{{id}} on random existing IDs, {CONNECTIONS} connections; "
             f"*ingest*: POST /triggers of small triggers over 500 threads, {CONNECTIONS} "
-            f"connections. {mode.load_seconds:g} s per load, {mode.rounds} alternating rounds "
-            "after a discarded warm-up; the median round is reported, and *x 1* is the rate "
+            f"connections. {mode.load_seconds:g} s per load, {mode.rounds} rounds "
+            "(each starting with the next N) after a discarded warm-up; the median round is reported, and *x 1* is the rate "
             "as a multiple of the one-process rate of the same run."
         ),
-        command=f"python -m benchmarks.run --{mode.name} --only {NAME}",
+        command=f"python -m benchmarks.run --{mode.name} --only {NAME}"
+        + (
+            " --db-url postgresql://.../EMPTY_DB --out docs/benchmarks-postgres.md"
+            if any(d.is_postgres for d in datasets)
+            else ""
+        ),
     )
     table = Table(
         [
@@ -71,52 +77,50 @@ def run(datasets: list[Dataset], mode: Mode, processes: Sequence[int] | None = N
         url = dataset.url if dataset.is_postgres else scratch_copy(dataset, NAME)
         load_ids = random_ids(dataset, 10_000, seed=dataset.triggers + 2)
         label = size_label(dataset.triggers)
-        single: dict[str, float] = {}
+        rates: dict[tuple[int, str], list[float]] = {}
+        p50s: dict[tuple[int, str], list[float]] = {}
         try:
-            for count in counts:
-                fetch_rps: list[float] = []
-                fetch_p50: list[float] = []
-                ingest_rps: list[float] = []
-                ingest_p50: list[float] = []
-                run_id = uuid.uuid4().hex[:8]
-                with chainrecall_server(url, workers=count) as server:
+            with ExitStack() as stack:
+                # Every server is up at once and they take turns, so that the machine's
+                # drift over minutes touches each process count alike; idle ones cost no CPU.
+                servers = {
+                    n: stack.enter_context(chainrecall_server(url, workers=n)) for n in counts
+                }
+                for server in servers.values():
                     # Warm-up: /healthz answered by one process says nothing of the others.
                     load(server.url, "get_ids", seconds=mode.load_seconds,
                          connections=CONNECTIONS, ids=load_ids)  # fmt: skip
-                    for round_no in range(mode.rounds):
-                        order = ["fetch", "ingest"] if round_no % 2 == 0 else ["ingest", "fetch"]
-                        for workload in order:
-                            if workload == "fetch":
-                                result = load(
-                                    server.url, "get_ids", seconds=mode.load_seconds,
-                                    connections=CONNECTIONS, ids=load_ids,
-                                )  # fmt: skip
-                                fetch_rps.append(result.per_second)
-                                fetch_p50.append(result.p50)
-                            else:
-                                result = load(
-                                    server.url, "post_triggers", seconds=mode.load_seconds,
-                                    connections=CONNECTIONS, run=f"{run_id}-{round_no}",
-                                )  # fmt: skip
-                                ingest_rps.append(result.per_second)
-                                ingest_p50.append(result.p50)
+                for round_no in range(mode.rounds):
+                    shift = round_no % len(counts)
+                    for count in counts[shift:] + counts[:shift]:
+                        for workload in ("get_ids", "post_triggers"):
+                            result = load(
+                                servers[count].url, workload, seconds=mode.load_seconds,
+                                connections=CONNECTIONS, ids=load_ids,
+                                run=f"{uuid.uuid4().hex[:8]}",
+                            )  # fmt: skip
                             tool = result.tool
-                fetch, ingest = median(fetch_rps), median(ingest_rps)
-                single.setdefault("fetch", fetch)
-                single.setdefault("ingest", ingest)
-                table.rows.append(
-                    [
-                        label, backend, str(count), rate(fetch),
-                        f"{fetch / single['fetch']:.2f}", ms(median(fetch_p50)), rate(ingest),
-                        f"{ingest / single['ingest']:.2f}", ms(median(ingest_p50)),
-                    ]
-                )  # fmt: skip
-                key = f"{backend.lower()}@{label}x{count}"
-                section.numbers[f"fetch_rps_{key}"] = fetch
-                section.numbers[f"ingest_per_s_{key}"] = ingest
+                            rates.setdefault((count, workload), []).append(result.per_second)
+                            p50s.setdefault((count, workload), []).append(result.p50)
         finally:
             if not dataset.is_postgres:
                 remove_sqlite(url)
+        fetch_1, ingest_1 = (
+            median(rates[counts[0], "get_ids"]),
+            median(rates[counts[0], "post_triggers"]),
+        )
+        for count in counts:
+            fetch, ingest = median(rates[count, "get_ids"]), median(rates[count, "post_triggers"])
+            table.rows.append(
+                [
+                    label, backend, str(count), rate(fetch), f"{fetch / fetch_1:.2f}",
+                    ms(median(p50s[count, "get_ids"])), rate(ingest), f"{ingest / ingest_1:.2f}",
+                    ms(median(p50s[count, "post_triggers"])),
+                ]
+            )  # fmt: skip
+            key = f"{backend.lower()}@{label}x{count}"
+            section.numbers[f"fetch_rps_{key}"] = fetch
+            section.numbers[f"ingest_per_s_{key}"] = ingest
     section.tables.append(table)
     section.notes.append(f"load generator: {tool}")
     return section
