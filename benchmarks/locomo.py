@@ -849,7 +849,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.from_json is not None:
         saved = json.loads(args.from_json.read_text(encoding="utf-8"))
         rows = [Row(**r) for r in saved["rows"]]
-        image_path: Path | None = IMG if plot(rows, IMG) is None else None
+        img = args.doc.parent / "img" / IMG.name  # beside the report it belongs to
+        image_path: Path | None = img if plot(rows, img) is None else None
         args.doc.write_text(
             render(
                 rows,
@@ -877,8 +878,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         config.max_questions = 40
     rows, meta = run(config)
     command = "python -m benchmarks.locomo " + " ".join(argv if argv is not None else sys.argv[1:])
-    image: Path | None = IMG
-    note = plot(rows, IMG)
+    img = args.doc.parent / "img" / IMG.name  # beside the report it belongs to
+    image: Path | None = img
+    note = plot(rows, img)
     if note:
         print(note, file=sys.stderr)
         image = None

@@ -338,7 +338,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = "python -m benchmarks.peer_mcp " + " ".join(
         argv if argv is not None else sys.argv[1:]
     )
-    image = IMG if plot(results, IMG) else None
+    img = args.doc.parent / "img" / IMG.name  # beside the report it belongs to
+    image = img if plot(results, img) else None
     args.doc.parent.mkdir(parents=True, exist_ok=True)
     args.doc.write_text(render(results, command.strip(), image), encoding="utf-8")
     OUT.parent.mkdir(exist_ok=True)
