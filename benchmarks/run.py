@@ -24,11 +24,27 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from benchmarks import deep_page, fetch_embedded, fetch_http, ingest, webhooks
+from benchmarks import (
+    bulk_import,
+    context_assembly,
+    deep_page,
+    fetch_embedded,
+    fetch_http,
+    ingest,
+    webhooks,
+)
 from benchmarks.common import FULL, QUICK, REPO, Mode, Section, Table, size_label, wrk_available
 from benchmarks.dataset import OUT_DIR, Dataset, cpu_count, postgres_datasets, sqlite_datasets
 
-MODULES: list[ModuleType] = [fetch_http, fetch_embedded, ingest, deep_page, webhooks]
+MODULES: list[ModuleType] = [
+    fetch_http,
+    fetch_embedded,
+    ingest,
+    deep_page,
+    webhooks,
+    bulk_import,
+    context_assembly,
+]
 DOCS_REPORT = REPO / "docs" / "benchmarks.md"
 QUICK_REPORT = OUT_DIR / "benchmarks-quick.md"
 

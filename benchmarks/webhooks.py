@@ -77,7 +77,9 @@ def run(datasets: list[Dataset], mode: Mode) -> Section:
             with chainrecall_server(url, "--github-secret", SECRET) as server:
                 sequential = _sequential(server.url, mode.webhook_sequential, run_id)
                 pool = deliveries(8 * POOL_PRS, first_pr=1_000_000, salt=run_id)
-                lines = [f"{d.event}\t{github.sign(SECRET, d.body)}\t{d.body.decode()}" for d in pool]
+                lines = [
+                    f"{d.event}\t{github.sign(SECRET, d.body)}\t{d.body.decode()}" for d in pool
+                ]
                 concurrent = load(
                     server.url, "github_deliveries", seconds=mode.load_seconds,
                     connections=CONNECTIONS, ids=lines, run=run_id,
