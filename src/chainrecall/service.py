@@ -140,9 +140,7 @@ class Memory:
             raise UnknownReference(thread_id[:60], "thread_id")
         # A caller's own search text replaces the payload's: skip extracting it (for a
         # 20 KB GitHub delivery, a second JSON parse and walk: half of its planning time).
-        data, ctype, text = encode_payload(
-            payload, raw, content_type, index=search_text is None
-        )
+        data, ctype, text = encode_payload(payload, raw, content_type, index=search_text is None)
         if search_text is not None:
             text = search_text
         line = (
