@@ -86,8 +86,7 @@ def run(datasets: list[Dataset], mode: Mode) -> Section:
         ["triggers in store", "JSONL /s", "JSONL re-run /s", "github-dir /s",
          "github-dir re-run /s"]
     )  # fmt: skip
-    work = OUT_DIR / "scratch" / "import"
-    shutil.rmtree(work, ignore_errors=True)
+    work = OUT_DIR / "scratch" / f"import-{uuid.uuid4().hex[:8]}"
     work.mkdir(parents=True)
     runner = CliRunner()
     for module in ("rich.progress", "chainrecall.ingest.bulk", "chainrecall.auth"):

@@ -60,7 +60,8 @@ class Mode:
 
 
 QUICK = Mode(
-    "quick", (1000, 5000), 300, 1.0, 1, 2000, 60, 1, 30, import_jsonl=1000, server_every_size=False
+    "quick", (1000, 5000), 300, 1.0, 1, 2000, 60, 1, 30,
+    import_jsonl=1000, stream_turns=150, server_every_size=False,
 )  # fmt: skip
 FULL = Mode(
     "full", (1000, 100_000, 1_000_000), 2000, 4.0, 3, 10_000, 500, 5, 200,

@@ -124,7 +124,9 @@ def repository() -> dict[str, Any]:
     return repo
 
 
-def _pr(number: int, author: str, sha: str, state: str = "open", merged: bool = False) -> dict:
+def _pr(
+    number: int, author: str, sha: str, state: str = "open", merged: bool = False
+) -> dict[str, Any]:
     base = f"{API}/repos/{FULL_NAME}"
     area = AREAS[number % len(AREAS)]
     branch = f"{area}-fix-{number}"
@@ -164,7 +166,7 @@ def _pr(number: int, author: str, sha: str, state: str = "open", merged: bool = 
     }  # fmt: skip
 
 
-def _comment(number: int, cid: int, author: str, body: str, reply_to: int | None) -> dict:
+def _comment(number: int, cid: int, author: str, body: str, reply_to: int | None) -> dict[str, Any]:
     base = f"{API}/repos/{FULL_NAME}"
     area = AREAS[number % len(AREAS)]
     comment: dict[str, Any] = {

@@ -27,6 +27,7 @@ from types import ModuleType
 from benchmarks import (
     bulk_import,
     context_assembly,
+    context_strategies,
     deep_page,
     fetch_embedded,
     fetch_http,
@@ -44,6 +45,7 @@ MODULES: list[ModuleType] = [
     webhooks,
     bulk_import,
     context_assembly,
+    context_strategies,
 ]
 DOCS_REPORT = REPO / "docs" / "benchmarks.md"
 QUICK_REPORT = OUT_DIR / "benchmarks-quick.md"
