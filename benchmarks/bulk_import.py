@@ -92,7 +92,7 @@ def run(datasets: list[Dataset], mode: Mode) -> Section:
     for module in ("rich.progress", "chainrecall.ingest.bulk", "chainrecall.auth"):
         importlib.import_module(module)  # what the command imports when run: not its rate
     try:
-        for dataset in datasets:
+        for dataset in datasets if mode.every_size else datasets[-1:]:
             salt = uuid.uuid4().hex[:8]
             jsonl = work / f"triggers-{salt}.jsonl"
             write_jsonl(jsonl, mode.import_jsonl, salt)

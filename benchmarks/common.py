@@ -50,9 +50,9 @@ class Mode:
     import_github: int = 200  # deliveries in the generated github-dir folder
     context_repeats: int = 100  # build_context calls (and GET /context requests) per size
     stream_turns: int = 60  # turns of the replayed stream the strategies are compared over
-    # Whether the webhook and GET /context benchmarks start a server on every size, or
-    # only on the largest (a server start costs seconds: the quick run keeps to one).
-    server_every_size: bool = True
+    # Whether webhooks, bulk import and GET /context run on every size or only on the
+    # largest: a server start costs seconds, and the quick run must stay short.
+    every_size: bool = True
 
     @property
     def largest(self) -> int:
@@ -61,7 +61,7 @@ class Mode:
 
 QUICK = Mode(
     "quick", (1000, 5000), 300, 1.0, 1, 2000, 60, 1, 30,
-    import_jsonl=1000, stream_turns=150, server_every_size=False,
+    import_jsonl=1000, import_github=120, context_repeats=60, stream_turns=100, every_size=False,
 )  # fmt: skip
 FULL = Mode(
     "full", (1000, 100_000, 1_000_000), 2000, 4.0, 3, 10_000, 500, 5, 200,

@@ -56,7 +56,7 @@ def run(datasets: list[Dataset], mode: Mode) -> Section:
         ),
         command=f"python -m benchmarks.run --{mode.name} --only {NAME}",
     )
-    served = datasets if mode.server_every_size else datasets[-1:]
+    served = datasets if mode.every_size else datasets[-1:]
     per_round = max(1, mode.context_repeats // ROUNDS)
     embedded: dict[int, list[float]] = {d.triggers: [] for d in datasets}
     deep: dict[int, list[float]] = {d.triggers: [] for d in datasets}

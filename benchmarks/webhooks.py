@@ -70,7 +70,7 @@ def run(datasets: list[Dataset], mode: Mode) -> Section:
         ]
     )  # fmt: skip
     tool = ""
-    for dataset in datasets if mode.server_every_size else datasets[-1:]:
+    for dataset in datasets if mode.every_size else datasets[-1:]:
         url = dataset.url if dataset.is_postgres else scratch_copy(dataset, NAME)
         run_id = uuid.uuid4().hex[:8]
         try:
