@@ -26,7 +26,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from benchmarks.common import Mode, Section, Table, rate, size_label
+from benchmarks.common import Mode, Section, Table, load_note, rate, size_label
 from benchmarks.dataset import OUT_DIR, Dataset, remove_sqlite, scratch_copy
 from benchmarks.github_payloads import deliveries, write_github_dir
 from chainrecall.cli import app
@@ -82,6 +82,7 @@ def run(datasets: list[Dataset], mode: Mode) -> Section:
         ),
         command=f"python -m benchmarks.run --{mode.name} --only {NAME}",
     )
+    section.notes.append(load_note())
     table = Table(
         ["triggers in store", "JSONL /s", "JSONL re-run /s", "github-dir /s",
          "github-dir re-run /s"]

@@ -154,6 +154,14 @@ def rate(value: float) -> str:
     return f"{value:,.0f}"
 
 
+def load_note() -> str:
+    """The machine's load as a section starts: `--only` reruns a section at another time
+    than the report's header says, on a machine that may be busier or idler."""
+    if not hasattr(os, "getloadavg"):
+        return "load average: not available on this system"
+    return f"load average {os.getloadavg()[0]:.1f} when this section started"
+
+
 def size_label(size: int) -> str:
     if size >= 1_000_000 and size % 1_000_000 == 0:
         return f"{size // 1_000_000}M"

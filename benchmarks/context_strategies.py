@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import REPO, Mode, Section, Table, Target, median
+from benchmarks.common import REPO, Mode, Section, Table, Target, load_note, median
 from benchmarks.dataset import OUT_DIR, Dataset
 from chainrecall.context.strategies import StrategyRun
 from chainrecall.cost import StreamItem, StreamReport, replay
@@ -132,6 +132,7 @@ def run(datasets: list[Dataset], mode: Mode) -> Section:
         ),
         command=f"python -m benchmarks.run --{mode.name} --only {NAME}",
     )
+    section.notes.append(load_note())
     began = time.perf_counter()
     report = replay(stream(turns), budget_bytes=BUDGET, window=WINDOW, summary_bytes=SUMMARY_CAP)
     replay_seconds = time.perf_counter() - began
@@ -207,7 +208,7 @@ def run(datasets: list[Dataset], mode: Mode) -> Section:
 
 
 def write_plot(report: StreamReport, path: Path, turns: int) -> None:
-    """Bytes per turn and bytes in total for each strategy, log scale (needs matplotlib)."""
+    """Bytes per turn (linear, then log scale) and in total for each strategy (matplotlib)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -215,24 +216,29 @@ def write_plot(report: StreamReport, path: Path, turns: int) -> None:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     xs = list(range(1, turns + 1))
-    figure, (per_turn, cumulative) = plt.subplots(1, 2, figsize=(12, 4.5))
+    figure, (linear, per_turn, cumulative) = plt.subplots(1, 3, figsize=(16, 4.6))
     for run_ in report.bytes:
-        per_turn.plot(xs, run_.per_turn, label=run_.name, linewidth=1.2)
+        linear.plot(xs, run_.per_turn, label=run_.name, linewidth=1.0)
+        per_turn.plot(xs, run_.per_turn, label=run_.name, linewidth=1.0)
         cumulative.plot(xs, _running(run_), label=run_.name, linewidth=1.2)
-    per_turn.set_title("bytes sent per turn")
-    cumulative.set_title("bytes sent in total")
-    for axes in (per_turn, cumulative):
+    for axes in (linear, per_turn):
+        axes.axhline(BUDGET, color="grey", linestyle="--", linewidth=0.8)
+    linear.set_title("bytes sent per turn: keep everything grows linearly")
+    per_turn.set_title("the same, log scale: Chain of Recall stays under its budget (dashed)")
+    cumulative.set_title("bytes sent in total (log scale)")
+    for axes in (linear, per_turn, cumulative):
         axes.set_xlabel("turn (stream length)")
-        axes.set_ylabel("bytes (log scale)")
-        axes.set_yscale("log")
+        axes.set_ylabel("bytes")
         axes.grid(alpha=0.3, which="both")
-    per_turn.legend()
+    per_turn.set_yscale("log")
+    cumulative.set_yscale("log")
+    linear.legend(loc="upper left")
     figure.suptitle(
         f"Context strategies over a stream of {turns:,} triggers "
         f"(Chain of Recall budget {BUDGET} B)"
     )
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
+    figure.savefig(path, dpi=90)
     plt.close(figure)
 
 
