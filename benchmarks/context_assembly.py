@@ -132,9 +132,9 @@ def run(datasets: list[Dataset], mode: Mode) -> Section:
     section.notes.append(
         "assembly got cheaper here: `assemble` copies JSON values with a plain recursive copy "
         "instead of `copy.deepcopy` (a third of its time), and builds a text context's JSON "
-        "form once, not on every fitting pass. CPU per 4 KB context, before / after in one "
-        "process on the same 100 records of the 100k store: text 1,250 -> 850 µs (0.68x), "
-        "JSON 1,400 -> 1,270 µs (0.90x), output identical"
+        "form once, not on every fitting pass. CPU per 4 KB context, after / before, both "
+        "versions alternating in one process on the same 100 records of the 100k store, "
+        "three runs: text 0.69-0.77x (about 1.3 -> 0.9 ms), JSON 0.63-0.97x; output identical"
     )
     section.notes.append(
         "a ratio <= 1.25 counts as flat: equal costs measure within about a quarter of each "

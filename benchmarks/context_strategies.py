@@ -26,6 +26,7 @@ from chainrecall.context.strategies import StrategyRun
 from chainrecall.cost import StreamItem, StreamReport, replay
 
 NAME = "context_strategies"
+USES_STORE = False  # it replays its own stream into a scratch store
 IMAGE = "context-strategies.png"
 BUDGET = 4096
 WINDOW = 5

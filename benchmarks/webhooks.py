@@ -117,10 +117,10 @@ def run(datasets: list[Dataset], mode: Mode) -> Section:
     section.notes.append(
         "planning got cheaper here: `Memory.new_trigger` no longer parses and walks a raw "
         "JSON body again for search text when the adapter gives its own (`encode_payload("
-        "index=False)`). Parse + plan CPU, before / after, measured in one run (the main "
-        "branch's src and this one, alternating, 3 rounds): pull_request 900-1,450 -> "
-        "590-650 µs, review comment 1,100-1,780 -> 680-720 µs, push 390-530 -> 290-330 µs; "
-        "the planned triggers of all 136 octokit example deliveries are identical"
+        "index=False)`). Parse + plan CPU per delivery, this branch / main, measured in one "
+        "run (the two src trees in alternating processes, 3 rounds): pull_request "
+        "0.53-0.58x, review comment 0.48-0.59x, check_run 0.62-0.68x, push 0.54-0.64x; the "
+        "planned triggers of all 136 octokit example deliveries are identical"
     )
     section.notes.append(
         "in-process: median CPU time per delivery, no server and no store (planning asks an "
