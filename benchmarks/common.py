@@ -233,14 +233,14 @@ class Served:
                 self.proc.wait(timeout=15)
 
 
-def chainrecall_server(db: str, *options: str) -> Served:
-    """`python -m chainrecall serve` (with `options`), one process, as a user starts it."""
+def chainrecall_server(db: str, *options: str, workers: int = 1) -> Served:
+    """`python -m chainrecall serve [--workers N] [options]`, as a user starts it."""
     port = free_port()
     argv = [
         sys.executable, "-m", "chainrecall", "serve", "--db", db, "--port", str(port),
-        "--log-level", "warning", *options,
+        "--log-level", "warning", "--workers", str(workers), *options,
     ]  # fmt: skip
-    return Served("chainrecall serve", argv, port)
+    return Served(f"chainrecall serve --workers {workers}", argv, port)
 
 
 def bare_server(db: str) -> Served:

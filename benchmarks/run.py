@@ -32,6 +32,7 @@ from benchmarks import (
     fetch_embedded,
     fetch_http,
     ingest,
+    scale,
     webhooks,
 )
 from benchmarks.common import FULL, QUICK, REPO, Mode, Section, Table, size_label, wrk_available
@@ -42,6 +43,7 @@ MODULES: list[ModuleType] = [
     fetch_embedded,
     ingest,
     deep_page,
+    scale,
     webhooks,
     bulk_import,
     context_assembly,
@@ -74,6 +76,25 @@ def machine_line() -> str:
     )
 
 
+def backend_line(datasets: list[Dataset]) -> str:
+    """Which database the stores are in (PostgreSQL: its server version, the URL redacted)."""
+    postgres = [d for d in datasets if d.is_postgres]
+    if not postgres:
+        return f"SQLite {sqlite3.sqlite_version}, one file per size under bench-out/data/"
+    import psycopg
+
+    from chainrecall.store.postgres import redact_url, split_pool_size
+
+    url = postgres[0].url
+    with psycopg.connect(split_pool_size(url)[0], connect_timeout=15) as conn:
+        row = conn.execute("SHOW server_version").fetchone()
+    version = row[0] if row else "?"
+    return (
+        f"PostgreSQL {version} at {redact_url(url)} (one database, grown from one size to the "
+        "next; the server runs on the same machine)"
+    )
+
+
 def datasets_table(datasets: list[Dataset]) -> Table:
     table = Table(["triggers", "deep thread events", "file MB", "fill s (from empty)", "fill /s"])
     for dataset in datasets:
@@ -102,6 +123,7 @@ def header(mode: Mode, datasets: list[Dataset], command: str) -> str:
             f"- Measured: {today}",
             f"- Machine: {machine_line()}",
             f"- Mode: {mode.name} (sizes {', '.join(size_label(s) for s in mode.sizes)})",
+            f"- Store: {backend_line(datasets)}",
             "",
             "Stores: every tenth trigger goes to one deep thread, the rest to threads of 20; "
             "filled with `Memory.record_triggers`, 1000 per call (benchmarks/dataset.py).",

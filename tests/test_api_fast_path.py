@@ -1,8 +1,8 @@
-"""GET /triggers/{id} is served by a plain Starlette route (api/app.py `fast_routes`).
+"""GET /triggers/{id} is answered in front of FastAPI (api/hot.py `HotReads`).
 
-The route skips FastAPI's per-request routing and dependency solving for
-speed; these tests pin that it answers exactly what the FastAPI route did:
-the record, problem+json 404s, 405 for other methods, and the OpenAPI entry.
+It skips FastAPI's middleware, routing and dependency solving for speed; these
+tests pin that it answers exactly what the FastAPI route did: the record,
+problem+json 404s, 405 for other methods, and the OpenAPI entry.
 """
 
 from __future__ import annotations
@@ -40,14 +40,14 @@ def test_unknown_malformed_and_wrong_kind_ids_answer_404_problem(
     assert response.json()["status"] == 404
 
 
-@pytest.mark.parametrize("method", ["HEAD", "POST", "PUT", "DELETE"])
+@pytest.mark.parametrize("method", ["HEAD", "POST", "PUT"])
 def test_other_methods_on_a_trigger_answer_405_with_allow_get(
     api: httpx.Client, memory: Memory, method: str
 ) -> None:
     trigger = memory.record_trigger(source="s", kind="k", thread_key="t", payload="x").trigger
     response = api.request(method, f"/triggers/{trigger.id}")
     assert response.status_code == 405
-    assert response.headers["allow"] == "GET"
+    assert response.headers["allow"] == "DELETE, GET"
     assert response.headers["content-type"] == "application/problem+json"
 
 

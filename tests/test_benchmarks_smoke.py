@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import dataset, deep_page, fetch_embedded, fetch_http, ingest, run
+from benchmarks import dataset, deep_page, fetch_embedded, fetch_http, ingest, run, scale
 from benchmarks.common import TINY, Section
 from benchmarks.dataset import Dataset
+from tests.conftest import postgres_schema_url
 
 pytestmark = pytest.mark.slow
 
@@ -41,7 +42,7 @@ def test_a_generated_store_holds_the_deep_thread_and_a_sample_of_real_ids(
             assert memory.get_trigger(trigger_id).id == trigger_id
 
 
-@pytest.mark.parametrize("module", [fetch_http, fetch_embedded, ingest, deep_page])
+@pytest.mark.parametrize("module", [fetch_http, fetch_embedded, ingest, deep_page, scale])
 def test_each_benchmark_produces_finite_positive_numbers(
     tiny_store: Dataset, module: object
 ) -> None:
@@ -51,6 +52,25 @@ def test_each_benchmark_produces_finite_positive_numbers(
     for name, value in section.numbers.items():
         assert math.isfinite(value) and value > 0, f"{name} = {value}"
     assert "|" in section.markdown()
+
+
+def test_on_postgresql_fetch_and_the_process_scaling_run_and_report_rows() -> None:
+    """The PostgreSQL path: one database grown in place, our server alone, 1 and 2 processes."""
+    for url in postgres_schema_url():
+        (grow,) = dataset.postgres_datasets(url, [TINY.sizes[0]])
+        store = grow()
+        assert store.is_postgres and store.triggers == TINY.sizes[0]
+        fetched = fetch_http.run([store], TINY)
+        assert "PostgreSQL" in fetched.tables[0].rows[0][0]
+        scaled = scale.run([store], TINY, processes=(1, 2))
+        assert [row[1:3] for row in scaled.tables[0].rows] == [
+            ["PostgreSQL", "1"],
+            ["PostgreSQL", "2"],
+        ]
+        for section in (fetched, scaled):
+            assert section.numbers
+            for name, value in section.numbers.items():
+                assert math.isfinite(value) and value > 0, f"{name} = {value}"
 
 
 def test_the_report_replaces_only_the_sections_it_ran(tmp_path: Path) -> None:

@@ -120,3 +120,47 @@ def test_ask_with_half_a_model_configuration_says_what_is_missing(db: tuple[str,
     done = chainrecall("ask", QUESTION, "--db", path, "--model", "deepseek-chat")
     assert done.exit_code == 2
     assert "--base-url" in done.output
+
+
+def test_handle_runs_triggers_through_the_router_or_straight_to_the_owner(tmp_path: Path) -> None:
+    """`chainrecall handle` with and without pass-through, against a scripted model."""
+    path = str(tmp_path / "handle.db")
+    memory = Memory(open_store(path))
+    story = record_story(memory, worker_status="waiting")
+    new = [
+        memory.record_trigger(
+            source="ci",
+            kind="run.passed",
+            thread_id=story.thread_id,
+            summary=f"CI #88{n} passed on #412",
+            payload="418 passed",
+        ).trigger.id
+        for n in (30, 31)
+    ]
+    memory.close()
+    fake = FakeChatServer([])
+    with ThreadServer(fake.app) as server:
+        report = {"summary": "green again", "refs": [new[0]], "status": "waiting"}
+        fake.turns += [Turn(tool_calls=[tool_call("file_report", report, "w1")])]
+        passed = chainrecall_child(
+            "handle", new[0], "--db", path, "--model", "fake-chat",
+            "--base-url", server.url + "/v1",
+        )  # fmt: skip
+        assert passed.returncode == 0, passed.stderr
+        assert f"{new[0]} on {story.thread_id}: worker {story.worker_id} (pass-through)" in (
+            passed.stdout
+        )
+        assert len(fake.requests()) == 1  # the worker only: the Router was skipped
+
+        fake.turns += [
+            Turn(tool_calls=[tool_call("route", {"action": "delegate", "task": "merge"}, "r1")]),
+            Turn(tool_calls=[tool_call("file_report", {**report, "refs": [new[1]]}, "w2")]),
+        ]
+        routed = chainrecall_child(
+            "handle", new[1], "--db", path, "--model", "fake-chat",
+            "--base-url", server.url + "/v1", "--no-pass-through",
+        )  # fmt: skip
+        fake.release.set()
+    assert routed.returncode == 0, routed.stderr
+    assert f"{new[1]} on {story.thread_id}: router: delegate -> {story.worker_id}" in routed.stdout
+    assert "route" in json.dumps(fake.requests()[1]["tools"])  # the Router saw it this time

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from chainrecall.errors import NotFound
 from chainrecall.history import NewMessage, NewModelRequest
-from chainrecall.store import Store
+from chainrecall.store import Store, open_store
 
 
 def test_messages_append_in_order_and_read_back_with_the_same_encoding(store: Store) -> None:
@@ -58,3 +60,34 @@ def test_an_unknown_session_or_one_of_another_namespace_is_not_found(store: Stor
         store.list_messages("default", "ses_nothere1")
     assert store.list_sessions("team-b") == []
     assert store.list_model_requests("team-b") == []
+
+
+def test_racing_appenders_get_consecutive_positions(store: Store, db_url: str) -> None:
+    """Two store objects (as two processes would) append to one session at once."""
+    session = store.create_session("default", kind="router", model="m")
+    other = open_store(db_url)
+
+    def append(target: Store, who: str) -> list[int]:
+        return [
+            message.position
+            for n in range(15)
+            for message in target.append_messages(
+                "default",
+                session.id,
+                [
+                    NewMessage(role="user", content=f"{who}{n}a"),
+                    NewMessage(role="assistant", content=f"{who}{n}b"),
+                ],
+            )
+        ]
+
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            mine, theirs = pool.map(append, [store, other], ["x", "y"])
+    finally:
+        other.close()
+    assert sorted(mine + theirs) == list(range(60))
+    stored = store.list_messages("default", session.id)
+    assert [m.position for m in stored] == list(range(60))
+    # Each append's pair stays together: a position is never interleaved inside one call.
+    assert all(stored[i].content[:-1] == stored[i + 1].content[:-1] for i in range(0, 60, 2))

@@ -12,9 +12,10 @@ from typer.testing import CliRunner
 
 from chainrecall.cli import app
 from chainrecall.errors import Gone, InvalidInput
+from chainrecall.history import NewMessage, NewModelRequest
 from chainrecall.migrate import copy_database, verify_database
 from chainrecall.service import Memory
-from chainrecall.store import is_postgres_url, open_store
+from chainrecall.store import Store, is_postgres_url, open_store
 from tests.conftest import postgres_schema_url
 
 pytestmark = pytest.mark.slow
@@ -63,12 +64,58 @@ def fill(url: str) -> dict[str, str]:
         other = memory.in_namespace("team-b").record_trigger(
             source="chat", kind="message", thread_key="github:acme/pay#1", payload="other team"
         )
+        session = fill_history(memory.store, worker.id, first.thread_id)
     run_sql(url, "UPDATE triggers SET deleted_at = '2026-01-02T03:04:05Z' WHERE id = ?", (gone.id,))
     run_sql(url, "DELETE FROM payloads WHERE trigger_id = ?", (gone.id,))
     return {
         "thread": first.thread_id, "first": first.id, "raw": raw.id, "gone": gone.id,
-        "worker": worker.id, "cursor": cursor, "other": other.trigger.id,
+        "worker": worker.id, "cursor": cursor, "other": other.trigger.id, "session": session,
     }  # fmt: skip
+
+
+def fill_history(store: Store, worker_id: str, thread_id: str) -> str:
+    """Agent sessions in two namespaces, with messages and logged requests; answers one ID."""
+    calls = [{"id": "c1", "type": "function",
+              "function": {"name": "search", "arguments": '{"query":"é"}'}}]  # fmt: skip
+    router = store.create_session("default", kind="router", model="m")
+    worker = store.create_session("default", kind="worker", model="m", worker_id=worker_id,
+                                  thread_id=thread_id)  # fmt: skip
+    store.append_messages("default", worker.id, [
+        NewMessage(role="system", content="be brief"), NewMessage(role="user", content="héllo ✓"),
+        NewMessage(role="assistant", content="", tool_calls=calls),
+        NewMessage(role="tool", content='{"hits":[]}', tool_call_id="c1", name="search"),
+    ])  # fmt: skip
+    store.append_messages("default", router.id, [NewMessage(role="user", content="route")])
+    for session_id, outcome in [(worker.id, "ok"), (router.id, "timeout"), (worker.id, "error")]:
+        store.log_model_request("default", NewModelRequest(
+            session_id=session_id, model="m", message_count=4, bytes_sent=321, prompt_tokens=90,
+            cache_hit_tokens=64 if outcome == "ok" else None, latency_ms=12, outcome=outcome,
+            error=None if outcome == "ok" else "no answer"))  # fmt: skip
+    store.set_session_status("default", router.id, "done")
+    elsewhere = store.create_session("team-b", kind="router", model="other")
+    store.append_messages("team-b", elsewhere.id, [NewMessage(role="user", content="b")])
+    return worker.id
+
+
+def assert_same_history(before: Store, after: Store, session_id: str) -> None:
+    for ns in ("default", "team-b"):
+        assert after.list_sessions(ns) == before.list_sessions(ns)
+        assert after.list_model_requests(ns) == before.list_model_requests(ns)
+        for session in before.list_sessions(ns):
+            assert after.list_messages(ns, session.id) == before.list_messages(ns, session.id)
+    sent = [m.encoded() for m in before.list_messages("default", session_id)]
+    assert [m.encoded() for m in after.list_messages("default", session_id)] == sent
+    # The target goes on: the next message and request follow the copied ones.
+    (appended,) = after.append_messages(
+        "default", session_id, [NewMessage(role="user", content="n")]
+    )
+    assert appended.position == len(sent)
+    logged = after.log_model_request("default", NewModelRequest(
+        session_id=session_id, model="m", message_count=5, bytes_sent=1, latency_ms=1,
+        outcome="ok"))  # fmt: skip
+    assert logged.id > max(r.id for r in before.list_model_requests("default"))
+    worker_id = before.get_session("default", session_id).worker_id
+    assert after.list_sessions("default", worker_id=worker_id)[0].id == session_id
 
 
 def assert_same_memory(source: str, target: str, ids: dict[str, str]) -> None:
@@ -102,6 +149,7 @@ def assert_same_memory(source: str, target: str, ids: dict[str, str]) -> None:
             source="github", kind="pr_opened", thread_key="x", payload="retry", dedupe_key="d-1"
         )
         assert not dedupe.created and dedupe.trigger.id == ids["first"]
+        assert_same_history(before.store, after.store, ids["session"])
 
 
 def test_migrate_copies_sqlite_to_postgres_and_back_with_ids_payloads_and_cursors(
@@ -147,12 +195,20 @@ def test_verify_says_what_differs_and_a_rerun_repairs_it(tmp_path: Path, pg_url:
     assert CliRunner().invoke(app, ["migrate", "--from", pg_url, "--to", target]).exit_code == 0
     run_sql(target, "UPDATE payloads SET data = x'00' WHERE trigger_id = ?", (ids["raw"],))
     run_sql(target, "DELETE FROM aliases")
+    run_sql(
+        target,
+        "UPDATE agent_messages SET content = 'rewritten' WHERE session_id = ? AND position = 1",
+        (ids["session"],),
+    )
+    run_sql(target, "DELETE FROM model_requests WHERE outcome = 'timeout'")
 
     result = CliRunner().invoke(app, ["migrate", "--from", pg_url, "--to", target, "--verify"])
     assert result.exit_code == 1
     assert f"{ids['raw']} payload" in result.output
     assert "alias 'comment:1'" in result.output
     assert "table aliases: 2 rows in source, 0 in target" in result.output
+    assert f"{ids['session']} messages" in result.output
+    assert "table model_requests: 3 rows in source, 2 in target" in result.output
 
     assert CliRunner().invoke(app, ["migrate", "--from", pg_url, "--to", target]).exit_code == 0
     assert verify_database(pg_url, target) == []

@@ -57,7 +57,11 @@ def issue_token(
 
 
 def authenticate(store: Store, authorization: str | None) -> TokenInfo | None:
-    """The token a request presents; None when the server runs open (no token exists)."""
+    """The token a request presents; None when the server runs open (no token exists).
+
+    Whether any token exists is read on every request without one (one indexed read):
+    a first token created by another process is enforced from the next request on.
+    """
     if authorization is None:
         if store.has_tokens():
             raise Unauthorized(

@@ -330,6 +330,7 @@ def _fail(exc: ChainRecallError) -> NoReturn:
 # The harness's commands (src/chainrecall/harness/commands.py); `demo` is the main one.
 app.command()(harness_commands.demo)
 app.command()(harness_commands.ask)
+app.command()(harness_commands.handle)
 app.command()(harness_commands.log)
 app.command()(check_command.check)  # chainrecall check: src/chainrecall/check/command.py
 

@@ -28,8 +28,13 @@ TAIL_LENGTH = 8
 
 def new_id(kind: Kind) -> str:
     """A fresh random ID of `kind`; uniqueness is enforced by the store."""
-    tail = "".join(secrets.choice(_ALPHABET) for _ in range(TAIL_LENGTH))
-    return f"{PREFIXES[kind]}_{tail}"
+    # One draw from the OS random source, not one per character (ingest makes many IDs).
+    number = secrets.randbelow(36**TAIL_LENGTH)
+    tail = []
+    for _ in range(TAIL_LENGTH):
+        number, digit = divmod(number, 36)
+        tail.append(_ALPHABET[digit])
+    return f"{PREFIXES[kind]}_{''.join(tail)}"
 
 
 def is_valid(value: str, kind: Kind | None = None) -> bool:

@@ -11,8 +11,9 @@ stay byte for byte.
 
 `verify` then resolves every ID on the target through the store API and
 compares each record, each payload's SHA-256, each thread's event log and
-each alias with the source, and every table's row count. Copy from a source
-that no one writes to meanwhile; verify says what differs if someone did.
+each alias with the source, likewise each agent session with its messages
+and model requests, and every table's row count. Copy from a source that no
+one writes to meanwhile; verify says what differs if someone did.
 """
 
 from __future__ import annotations
@@ -122,6 +123,57 @@ TABLES: tuple[Table, ...] = (
         ("seq", "ns", "object_id", "kind", "actor", "reason", "erased_triggers", "at"),
         ("seq",),
     ),
+    # Agent history (the harness): sessions, their messages, the model-request log.
+    Table(
+        "agent_sessions",
+        (
+            "id",
+            "rowid",
+            "ns",
+            "kind",
+            "worker_id",
+            "thread_id",
+            "model",
+            "status",
+            "created_at",
+            "updated_at",
+        ),
+        ("id",),
+    ),
+    Table(
+        "agent_messages",
+        (
+            "session_id",
+            "position",
+            "role",
+            "content",
+            "tool_calls_json",
+            "tool_call_id",
+            "name",
+            "bytes",
+            "created_at",
+        ),
+        ("session_id", "position"),
+    ),
+    Table(
+        "model_requests",
+        (
+            "id",
+            "session_id",
+            "model",
+            "message_count",
+            "bytes_sent",
+            "prompt_tokens",
+            "completion_tokens",
+            "cache_hit_tokens",
+            "cache_miss_tokens",
+            "latency_ms",
+            "outcome",
+            "error",
+            "created_at",
+        ),
+        ("id",),
+    ),
 )
 
 Row = tuple[Any, ...]
@@ -132,6 +184,8 @@ _IDENTITY_COLUMNS = {
     "worker_threads": "rowid",
     "search_docs": "rowid",
     "deletions": "seq",
+    "agent_sessions": "rowid",
+    "model_requests": "id",
 }
 
 
@@ -338,7 +392,8 @@ def _key_of(table: Table, row: Row) -> list[Any]:
 
 def _refuse_foreign_target(source: Side, target: Side) -> None:
     """Refuse to mix two memories: the target must be empty, or a copy of this source."""
-    if all(target.count(table) == 0 for table in TABLES if table.name in ("threads", "workers")):
+    holders = ("threads", "workers", "agent_sessions")
+    if all(target.count(table) == 0 for table in TABLES if table.name in holders):
         return
     if target.meta().get("cursor_secret") != source.meta().get("cursor_secret"):
         raise InvalidInput(
@@ -425,21 +480,29 @@ def verify_database(
 
 
 Check = tuple[str, Callable[[Store], Any]]
+# A limit that lists everything: the session and request lists have no paging.
+_EVERY = 2**62
 
 
 def _checks(side: Side) -> Iterator[Check]:
     """One read per ID (and per thread log, payload and alias) of the source."""
+    session_namespaces: set[str] = set()
     for table in TABLES:
-        if table.name not in ("threads", "triggers", "workers", "aliases"):
+        if table.name not in ("threads", "triggers", "workers", "aliases", "agent_sessions"):
             continue
         after: Sequence[Any] | None = None
         while True:
             rows = side.read_batch(table, after, 1000)
             for row in rows:
                 yield from _row_checks(table, row)
+                if table.name == "agent_sessions":
+                    session_namespaces.add(row[table.columns.index("ns")])
             if len(rows) < 1000:
                 break
             after = _key_of(table, rows[-1])
+    for ns in sorted(session_namespaces):
+        # The order sessions list in (newest first; ties by row order) moves unchanged.
+        yield f"sessions of {ns!r}", _session_order(ns)
 
 
 def _row_checks(table: Table, row: Row) -> Iterator[Check]:
@@ -448,6 +511,9 @@ def _row_checks(table: Table, row: Row) -> Iterator[Check]:
     if table.name == "aliases":
         alias = values["alias"]
         yield f"alias {alias!r} ({ns})", lambda s: s.resolve_alias(ns, alias)
+        return
+    if table.name == "agent_sessions":
+        yield from _session_checks(ns, values["id"])
         return
     object_id = values["id"]
     if table.name == "threads":
@@ -458,3 +524,22 @@ def _row_checks(table: Table, row: Row) -> Iterator[Check]:
         yield f"{object_id} payload", lambda s: s.get_payload(ns, object_id)
     else:
         yield object_id, lambda s: s.get_worker(ns, object_id)
+
+
+def _session_order(ns: str) -> Callable[[Store], str]:
+    return lambda s: " ".join(session.id for session in s.list_sessions(ns, limit=_EVERY))
+
+
+def _session_checks(ns: str, session_id: str) -> Iterator[Check]:
+    """A session, its messages (byte for byte as they would be sent) and its request log."""
+    yield session_id, lambda s: s.get_session(ns, session_id)
+    yield (
+        f"{session_id} messages",
+        lambda s: "\n".join(m.model_dump_json() for m in s.list_messages(ns, session_id)),
+    )
+    yield (
+        f"{session_id} model requests",
+        lambda s: "\n".join(
+            r.model_dump_json() for r in s.list_model_requests(ns, session_id, limit=_EVERY)
+        ),
+    )

@@ -13,10 +13,10 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from chainrecall import __version__
 from chainrecall.api.context import router as context_router
+from chainrecall.api.hot import HotReads
 from chainrecall.api.ingest import router as ingest_router
 from chainrecall.api.limits import BodySizeLimit
 from chainrecall.api.mcp import mount_mcp
@@ -70,8 +70,8 @@ async def authorize(request: Request) -> None:
 
     Runs inline (not in the thread pool): a token lookup is one indexed read.
     """
-    store: Store = request.app.state.store
-    info = authenticate(store, request.headers.get("authorization"))
+    state = request.app.state
+    info = authenticate(state.store, request.headers.get("authorization"))
     require_scope(info, _SCOPE_BY_METHOD.get(request.method, "admin"))
     request.state.token = info
     if info is None:
@@ -101,14 +101,20 @@ async def index() -> dict[str, Any]:
         "routes": [
             "GET /triggers/{id}",
             "GET /triggers/{id}/payload",
+            "GET /threads?key=",
             "GET /threads/{id}",
             "GET /threads/{id}/events?cursor=&limit=",
             "GET /workers/{id}",
             "GET /search?q=",
+            "GET /recall?q=&budget_bytes=",
             "GET /context?trigger_id=|thread_id=&budget_bytes=",
             "POST /triggers",
+            "POST /triggers/batch",
             "POST /workers",
             "POST /workers/{id}/report",
+            "POST /webhooks/github, /webhooks/slack",
+            "POST /ingest/chat, /ingest/email, /ingest/ci",
+            "DELETE /triggers/{id}, /threads/{id}; GET /deletions (admin)",
             "POST /mcp (MCP over streamable HTTP)",
         ],
     }
@@ -218,26 +224,6 @@ async def recall_endpoint(
             "budget_bytes must be a positive integer, e.g. 8192", field="budget_bytes"
         )
     return recall(memory(request), q or "", int(budget_bytes)).to_json()
-
-
-def fast_routes() -> list[Route]:
-    """Plain Starlette routes for the hottest read, matched ahead of FastAPI's own routes.
-
-    Fetch by ID is what an agent does most. FastAPI's per-request routing and
-    dependency solving cost about as much again as the lookup and the JSON
-    (benchmarks/fetch_http.py, docs/benchmarks.md); this route does the same
-    work as `get_trigger` above, through the same middleware and error handlers.
-    The FastAPI route stays: it documents the operation in OpenAPI, and a
-    method other than GET still answers 405 exactly as before.
-    """
-
-    async def get_trigger_fast(request: Request) -> Response:
-        await authorize(request)  # the same token, scope and namespace rules as every route
-        return record_response(memory(request).get_trigger(request.path_params["trigger_id"]))
-
-    route = Route("/triggers/{trigger_id}", get_trigger_fast, methods=["GET"])
-    route.methods = {"GET"}  # Starlette adds HEAD for GET; the API answers HEAD with 405
-    return [route]
 
 
 # -- writing ---------------------------------------------------------------------
@@ -357,6 +343,9 @@ def create_app(store: Store | str, config: ServerConfig | None = None) -> FastAP
         title="chainrecall",
         version=__version__,
         description="Chain of Recall: stable IDs, one-line summaries and links as agent memory.",
+        # FastAPI's OpenTelemetry hooks look up the global providers on every request
+        # (about a sixth of a fetch by ID); we export no traces, so they stay off.
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.store = store
     app.state.config = config
@@ -368,7 +357,8 @@ def create_app(store: Store | str, config: ServerConfig | None = None) -> FastAP
     mount_mcp(app, store, host=config.host, max_body_bytes=config.max_body_bytes)
     app.include_router(context_router)
     app.include_router(ingest_router)
-    app.router.routes[:0] = fast_routes()
+    build_stack = app.build_middleware_stack
+    app.build_middleware_stack = lambda: HotReads(build_stack())  # type: ignore[method-assign]
     app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes)
     return app
 

@@ -1,4 +1,4 @@
-"""The harness's commands: `chainrecall demo`, `chainrecall ask`, `chainrecall log`.
+"""The harness's commands: `chainrecall demo`, `ask`, `handle` and `log`.
 
 Thin shells: the work is in `chainrecall.demo`, `harness.recall` and the store;
 this module parses flags, opens the memory and prints with Rich. Hops are
@@ -149,6 +149,68 @@ def ask(
                 raise typer.Exit(1) from exc
         console.print("\n[bold]Answer[/]:")
         console.print(escape(outcome.answer or "(the model gave no answer)"))
+    except ChainRecallError as exc:
+        console.print(f"[red]error:[/] {escape(exc.detail)}")
+        raise typer.Exit(1) from exc
+    finally:
+        memory.close()
+
+
+def handle(
+    trigger_ids: Annotated[list[str], typer.Argument(help="trg_ ids to dispatch, in order")],
+    db: DbOption,
+    model: Annotated[str | None, typer.Option(help="chat model, e.g. deepseek-chat")] = None,
+    base_url: Annotated[
+        str | None, typer.Option(help="OpenAI-compatible API, e.g. https://api.deepseek.com")
+    ] = None,
+    pass_through: Annotated[
+        bool,
+        typer.Option(
+            "--pass-through/--no-pass-through",
+            help="send a trigger on a thread a live worker owns straight to that worker",
+        ),
+    ] = True,
+    timeout: Annotated[float | None, typer.Option(help="seconds to wait for the model")] = None,
+    max_hops: Annotated[int, typer.Option(min=1, help="most tool calls a turn")] = DEFAULT_MAX_HOPS,
+    namespace: NamespaceOption = "default",
+) -> None:
+    """Run stored triggers through the Router and Workers (the agent loop), one by one."""
+    from chainrecall.harness.agents import Harness
+
+    console = _console()
+    try:
+        config = model_config_from_env(base_url, model, timeout_s=timeout)
+    except ChainRecallError as exc:
+        console.print(f"[red]error:[/] {escape(exc.detail)}")
+        raise typer.Exit(2) from exc
+    if config is None:
+        console.print("[red]error:[/] handle needs a model: give --model and --base-url")
+        raise typer.Exit(2)
+    memory = Memory(open_store(db), namespace)
+    try:
+        with ChatClient(config) as client:
+            harness = Harness(memory, client, pass_through=pass_through, max_hops=max_hops)
+            for trigger_id in trigger_ids:
+                try:
+                    dispatch = harness.handle(trigger_id)
+                except ModelError as exc:
+                    console.print(
+                        f"[red]model error on {escape(trigger_id)}:[/] {escape(exc.detail)}"
+                    )
+                    raise typer.Exit(1) from exc
+                route = (
+                    f"worker {dispatch.worker_id} (pass-through)"
+                    if dispatch.handled_by == "worker"
+                    else f"router: {dispatch.action or 'no decision'}"
+                    + (f" -> {dispatch.worker_id}" if dispatch.worker_id else "")
+                )
+                console.print(
+                    f"{dispatch.trigger_id} on {dispatch.thread_id}: {escape(route)} "
+                    f"[dim]({dispatch.router_requests} router, {dispatch.worker_requests} worker "
+                    "requests)[/]"
+                )
+                if dispatch.answer:
+                    console.print(f"  answer: {escape(dispatch.answer)}")
     except ChainRecallError as exc:
         console.print(f"[red]error:[/] {escape(exc.detail)}")
         raise typer.Exit(1) from exc

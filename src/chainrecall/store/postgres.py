@@ -9,7 +9,8 @@ cursor paging exactly-once while other processes append. A dedupe key is
 serialised by a transaction-scoped advisory lock on its hash, so racing
 retries answer the first record. Deadlocks between multi-thread transactions
 are retried whole. Search is a generated `tsvector` column with a GIN index,
-ranked by `ts_rank_cd`.
+ranked by `ts_rank_cd`. The harness's agent history follows the same rule: a
+session's row is locked before its next message position is read and written.
 
 psycopg's errors are translated into `chainrecall.errors` in `_translated`,
 and nowhere else. A `pool_size=N` query parameter in the URL sizes the pool
@@ -18,6 +19,7 @@ and nowhere else. A `pool_size=N` query parameter in the URL sizes the pool
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 from collections.abc import Callable, Iterator, Sequence
@@ -38,34 +40,42 @@ from chainrecall.errors import (
     StoreUnavailable,
     UnknownReference,
 )
+from chainrecall.history import (
+    AgentMessage,
+    AgentSession,
+    ModelRequest,
+    NewMessage,
+    NewModelRequest,
+    SessionKind,
+    is_session_id,
+    new_session_id,
+)
 from chainrecall.model import (
     Deletion,
-    Event,
     NewTrigger,
-    Payload,
-    Report,
     Scope,
     SearchHit,
-    Thread,
     TokenInfo,
-    Trigger,
     Worker,
     now_iso,
 )
 from chainrecall.store.base import (
     SEARCH_TEXT_LIMIT,
     Appended,
-    Store,
     one_line,
     search_terms,
     worker_event_summary,
 )
 from chainrecall.store.migrations import apply_postgres_migrations
-from chainrecall.store.sqlite import (
-    event_from_row,
-    thread_from_row,
+from chainrecall.store.sql import (
+    REQUEST_COLUMNS,
+    SESSION_COLUMNS,
+    TOKEN_COLUMNS,
+    SQLStore,
+    message_from_row,
+    request_from_row,
+    session_from_row,
     token_from_row,
-    trigger_from_row,
 )
 
 Conn = psycopg.Connection[Any]
@@ -75,15 +85,11 @@ DEFAULT_POOL_SIZE = 10
 # A transaction that lost a deadlock or serialisation race is run again from the start.
 _RETRIES = 8
 
-_TRIGGER_COLUMNS = (
-    "t.id, t.thread_id, t.seq, t.source, t.kind, t.summary, t.author, t.occurred_at, "
-    "t.received_at, t.dedupe_key, t.content_type, t.payload_bytes, t.prev_id, t.in_reply_to, "
-    "t.refs_json, t.deleted_at, (SELECT n.id FROM triggers n WHERE n.prev_id = t.id) AS next_id"
-)
-_THREAD_COLUMNS = (
-    "id, key, title, summary, status, event_count, created_at, first_activity_at, "
-    "last_activity_at, last_trigger_id, deleted_at"
-)
+
+@functools.lru_cache(maxsize=256)
+def _pg_placeholders(sql: str) -> str:
+    """`?` placeholders as psycopg's `%s` (the shared SQL has no literal `?` or `%`)."""
+    return sql.replace("?", "%s")
 
 
 @contextmanager
@@ -131,7 +137,12 @@ def split_pool_size(url: str) -> tuple[str, int]:
     return urlunsplit(parts._replace(query=urlencode(kept))), size
 
 
-class PostgresStore(Store):
+class PostgresStore(SQLStore):
+    BINARY = 'COLLATE "C"'
+
+    def _exec(self, conn: Any, sql: str, params: Sequence[Any] = ()) -> Any:
+        return conn.execute(_pg_placeholders(sql), params)
+
     def __init__(self, url: str, *, pool_size: int | None = None) -> None:
         self.url = url
         conninfo, size = split_pool_size(url)
@@ -411,129 +422,6 @@ class PostgresStore(Store):
         return self.get_worker(ns, worker_id)
 
     # -- reads ---------------------------------------------------------------
-    def resolve_alias(self, ns: str, alias: str) -> str | None:
-        with self._read() as conn:
-            row = conn.execute(
-                "SELECT object_id FROM aliases WHERE ns = %s AND alias = %s", (ns, alias)
-            ).fetchone()
-        return None if row is None else str(row[0])
-
-    def get_trigger(self, ns: str, trigger_id: str) -> Trigger:
-        with self._read() as conn:
-            return self._trigger(conn, ns, trigger_id)
-
-    def _trigger(self, conn: Conn, ns: str, trigger_id: str) -> Trigger:
-        row = conn.execute(
-            f"SELECT {_TRIGGER_COLUMNS} FROM triggers t WHERE t.id = %s AND t.ns = %s",
-            (trigger_id, ns),
-        ).fetchone()
-        if row is None:
-            raise NotFound(trigger_id, "trigger")
-        return trigger_from_row(row)
-
-    def get_payload(self, ns: str, trigger_id: str) -> Payload:
-        with self._read() as conn:
-            row = conn.execute(
-                "SELECT t.content_type, t.deleted_at, p.data FROM triggers t "
-                "LEFT JOIN payloads p ON p.trigger_id = t.id WHERE t.id = %s AND t.ns = %s",
-                (trigger_id, ns),
-            ).fetchone()
-        if row is None:
-            raise NotFound(trigger_id, "trigger")
-        if row[1] is not None or row[2] is None:
-            raise Gone(trigger_id, row[1])
-        return Payload(content_type=row[0], data=bytes(row[2]))
-
-    def get_thread(self, ns: str, thread_id: str) -> Thread:
-        with self._read() as conn:
-            row = conn.execute(
-                f"SELECT {_THREAD_COLUMNS} FROM threads WHERE id = %s AND ns = %s",
-                (thread_id, ns),
-            ).fetchone()
-            if row is None:
-                raise NotFound(thread_id, "thread")
-            return self._thread_record(conn, row)
-
-    def find_thread(self, ns: str, key: str) -> Thread:
-        with self._read() as conn:
-            row = conn.execute(
-                f"SELECT {_THREAD_COLUMNS} FROM threads WHERE ns = %s AND key = %s", (ns, key)
-            ).fetchone()
-            if row is None:
-                raise NotFound(key, "thread with key")
-            return self._thread_record(conn, row)
-
-    def _thread_record(self, conn: Conn, row: Sequence[Any]) -> Thread:
-        if row[10] is not None:
-            raise Gone(row[0], row[10])
-        owners = [
-            r[0]
-            for r in conn.execute(
-                "SELECT worker_id FROM worker_threads WHERE thread_id = %s ORDER BY rowid",
-                (row[0],),
-            )
-        ]
-        return thread_from_row(row, owners)
-
-    def list_threads(self, ns: str, limit: int) -> list[Thread]:
-        with self._read() as conn:
-            rows = conn.execute(
-                f"SELECT {_THREAD_COLUMNS} FROM threads WHERE ns = %s AND deleted_at IS NULL "
-                "ORDER BY last_activity_at DESC, rowid DESC LIMIT %s",
-                (ns, limit),
-            ).fetchall()
-            return [self._thread_record(conn, row) for row in rows]
-
-    def get_worker(self, ns: str, worker_id: str) -> Worker:
-        with self._read() as conn:
-            row = conn.execute(
-                "SELECT id, task, status, started_at, updated_at, deleted_at FROM workers "
-                "WHERE id = %s AND ns = %s",
-                (worker_id, ns),
-            ).fetchone()
-            if row is None:
-                raise NotFound(worker_id, "worker")
-            if row[5] is not None:
-                raise Gone(worker_id, row[5])
-            thread_ids = [
-                r[0]
-                for r in conn.execute(
-                    "SELECT thread_id FROM worker_threads WHERE worker_id = %s ORDER BY pos",
-                    (worker_id,),
-                )
-            ]
-            reports = [
-                Report(n=r[0], summary=r[1], body=r[2], status=r[3], refs=json.loads(r[4]), at=r[5])
-                for r in conn.execute(
-                    "SELECT n, summary, body, status, refs_json, at FROM reports "
-                    "WHERE worker_id = %s ORDER BY n",
-                    (worker_id,),
-                )
-            ]
-        return Worker(
-            id=row[0], thread_ids=thread_ids, task=row[1], status=row[2], started_at=row[3],
-            updated_at=row[4], report=reports[-1] if reports else None,
-            earlier_reports=reports[:-1],
-        )  # fmt: skip
-
-    def list_events(
-        self, ns: str, thread_id: str, after_seq: int, limit: int
-    ) -> tuple[list[Event], bool]:
-        with self._read() as conn:
-            rows = conn.execute(
-                "SELECT e.seq, e.object_id, e.kind, e.at, tr.summary, tr.deleted_at, "
-                "w.task, r.status, r.summary "
-                "FROM events e "
-                "LEFT JOIN triggers tr ON e.kind = 'trigger' AND tr.id = e.object_id "
-                "LEFT JOIN workers w ON e.kind = 'worker' AND w.id = e.object_id "
-                "LEFT JOIN reports r ON e.kind = 'report' AND r.worker_id = e.object_id "
-                "AND r.n = e.report_n "
-                "WHERE e.thread_id = %s AND e.seq > %s ORDER BY e.seq LIMIT %s",
-                (thread_id, after_seq, limit + 1),
-            ).fetchall()
-        events = [event_from_row(row) for row in rows[:limit]]
-        return events, len(rows) > limit
-
     def search(self, ns: str, query: str, limit: int) -> list[SearchHit]:
         terms = search_terms(query)
         if not terms:
@@ -570,7 +458,7 @@ class PostgresStore(Store):
                 row = conn.execute(
                     "INSERT INTO tokens (id, ns, scope, name, token_hash, created_at) "
                     "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING "
-                    f"RETURNING {_TOKEN_COLUMNS}",
+                    f"RETURNING {TOKEN_COLUMNS}",
                     (token_id, ns, scope, name, token_hash, now_iso()),
                 ).fetchone()
                 if row is not None:
@@ -578,31 +466,11 @@ class PostgresStore(Store):
 
         return token_from_row(self._transact(work))
 
-    def find_token(self, token_hash: str) -> TokenInfo | None:
-        with self._read() as conn:
-            row = conn.execute(
-                f"SELECT {_TOKEN_COLUMNS} FROM tokens WHERE token_hash = %s AND revoked_at IS NULL",
-                (token_hash,),
-            ).fetchone()
-        return None if row is None else token_from_row(row)
-
-    def has_tokens(self) -> bool:
-        with self._read() as conn:
-            row = conn.execute("SELECT 1 FROM tokens WHERE revoked_at IS NULL LIMIT 1").fetchone()
-        return row is not None
-
-    def list_tokens(self) -> list[TokenInfo]:
-        with self._read() as conn:
-            rows = conn.execute(
-                f'SELECT {_TOKEN_COLUMNS} FROM tokens ORDER BY created_at, id COLLATE "C"'
-            ).fetchall()
-        return [token_from_row(row) for row in rows]
-
     def revoke_token(self, token_id: str) -> TokenInfo:
         def work(conn: Conn) -> Sequence[Any]:
             row = conn.execute(
                 "UPDATE tokens SET revoked_at = COALESCE(revoked_at, %s) WHERE id = %s "
-                f"RETURNING {_TOKEN_COLUMNS}",
+                f"RETURNING {TOKEN_COLUMNS}",
                 (now_iso(), token_id),
             ).fetchone()
             if row is None:
@@ -620,14 +488,6 @@ class PostgresStore(Store):
                 (ns, source, secret, now_iso()),
             )
         )
-
-    def webhook_secrets(self, source: str) -> list[tuple[str, str]]:
-        with self._read() as conn:
-            rows = conn.execute(
-                'SELECT ns, secret FROM webhook_secrets WHERE source = %s ORDER BY ns COLLATE "C"',
-                (source,),
-            ).fetchall()
-        return [(str(r[0]), str(r[1])) for r in rows]
 
     # -- deletion and retention ------------------------------------------------
     def delete_trigger(self, ns: str, trigger_id: str, *, actor: str, reason: str) -> Deletion:
@@ -740,30 +600,173 @@ class PostgresStore(Store):
             erased_triggers=erased,
         )  # fmt: skip
 
-    def triggers_received_before(
-        self, ns: str | None, cutoff: str, limit: int
-    ) -> list[tuple[str, str]]:
+    # -- agent history -------------------------------------------------------
+    def create_session(
+        self, ns: str, *, kind: SessionKind, model: str,
+        worker_id: str | None = None, thread_id: str | None = None,
+    ) -> AgentSession:  # fmt: skip
+        def work(conn: Conn) -> Sequence[Any]:
+            now = now_iso()
+            while True:
+                row = conn.execute(
+                    "INSERT INTO agent_sessions (id, ns, kind, worker_id, thread_id, model, "
+                    "status, created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, 'open', %s, %s) "
+                    f"ON CONFLICT (id) DO NOTHING RETURNING {SESSION_COLUMNS}",
+                    (new_session_id(), ns, kind, worker_id, thread_id, model, now, now),
+                ).fetchone()
+                if row is not None:
+                    return tuple(row)  # else the random ID was taken: draw another
+
+        return session_from_row(self._transact(work))
+
+    def get_session(self, ns: str, session_id: str) -> AgentSession:
+        _require_session_id(session_id)
+        with self._read() as conn:
+            row = conn.execute(
+                f"SELECT {SESSION_COLUMNS} FROM agent_sessions WHERE id = %s AND ns = %s",
+                (session_id, ns),
+            ).fetchone()
+        if row is None:
+            raise NotFound(str(session_id)[:100], "session")
+        return session_from_row(row)
+
+    def list_sessions(
+        self,
+        ns: str,
+        *,
+        kind: SessionKind | None = None,
+        worker_id: str | None = None,
+        limit: int = 100,
+    ) -> list[AgentSession]:
         with self._read() as conn:
             rows = conn.execute(
-                "SELECT ns, id FROM triggers WHERE received_at < %s AND deleted_at IS NULL "
-                'AND (%s::text IS NULL OR ns = %s) ORDER BY received_at, id COLLATE "C" '
-                "LIMIT %s",
-                (cutoff, ns, ns, limit),
+                f"SELECT {SESSION_COLUMNS} FROM agent_sessions WHERE ns = %s "
+                "AND (%s::text IS NULL OR kind = %s) AND (%s::text IS NULL OR worker_id = %s) "
+                "ORDER BY created_at DESC, rowid DESC LIMIT %s",
+                (ns, kind, kind, worker_id, worker_id, limit),
             ).fetchall()
-        return [(str(r[0]), str(r[1])) for r in rows]
+        return [session_from_row(row) for row in rows]
 
-    def list_deletions(self, ns: str | None, limit: int) -> list[Deletion]:
+    def set_session_status(self, ns: str, session_id: str, status: str) -> AgentSession:
+        _require_session_id(session_id)
+
+        def work(conn: Conn) -> Sequence[Any]:
+            row = conn.execute(
+                "UPDATE agent_sessions SET status = %s, updated_at = %s WHERE id = %s AND ns = %s "
+                f"RETURNING {SESSION_COLUMNS}",
+                (status, now_iso(), session_id, ns),
+            ).fetchone()
+            if row is None:
+                raise NotFound(str(session_id)[:100], "session")
+            return tuple(row)
+
+        return session_from_row(self._transact(work))
+
+    def append_messages(
+        self, ns: str, session_id: str, messages: Sequence[NewMessage]
+    ) -> list[AgentMessage]:
+        _require_session_id(session_id)
+
+        def work(conn: Conn) -> list[AgentMessage]:
+            # The session's row lock orders appenders: positions stay consecutive.
+            self._require_session(conn, ns, session_id, lock=True)
+            now = now_iso()
+            row = conn.execute(
+                "SELECT COALESCE(MAX(position) + 1, 0) FROM agent_messages WHERE session_id = %s",
+                (session_id,),
+            ).fetchone()
+            assert row is not None
+            position = int(row[0])
+            stored: list[AgentMessage] = []
+            for message in messages:
+                size = len(message.encoded().encode("utf-8"))
+                tool_calls = (
+                    json.dumps(message.tool_calls, ensure_ascii=False, separators=(",", ":"))
+                    if message.tool_calls
+                    else None
+                )
+                conn.execute(
+                    "INSERT INTO agent_messages (session_id, position, role, content, "
+                    "tool_calls_json, tool_call_id, name, bytes, created_at) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    (session_id, position, message.role, message.content, tool_calls,
+                     message.tool_call_id, message.name, size, now),
+                )  # fmt: skip
+                stored.append(
+                    AgentMessage(
+                        **message.model_dump(),
+                        session_id=session_id,
+                        position=position,
+                        bytes=size,
+                        created_at=now,
+                    )
+                )
+                position += 1
+            conn.execute(
+                "UPDATE agent_sessions SET updated_at = %s WHERE id = %s", (now, session_id)
+            )
+            return stored
+
+        return self._transact(work)
+
+    def list_messages(self, ns: str, session_id: str) -> list[AgentMessage]:
+        _require_session_id(session_id)
+        with self._read() as conn:
+            self._require_session(conn, ns, session_id)
+            rows = conn.execute(
+                "SELECT session_id, position, role, content, tool_calls_json, tool_call_id, "
+                "name, bytes, created_at FROM agent_messages WHERE session_id = %s "
+                "ORDER BY position",
+                (session_id,),
+            ).fetchall()
+        return [message_from_row(row) for row in rows]
+
+    def log_model_request(self, ns: str, request: NewModelRequest) -> ModelRequest:
+        _require_session_id(request.session_id)
+
+        def work(conn: Conn) -> ModelRequest:
+            self._require_session(conn, ns, request.session_id)
+            now = now_iso()
+            row = conn.execute(
+                "INSERT INTO model_requests (session_id, model, message_count, bytes_sent, "
+                "prompt_tokens, completion_tokens, cache_hit_tokens, cache_miss_tokens, "
+                "latency_ms, outcome, error, created_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+                (request.session_id, request.model, request.message_count, request.bytes_sent,
+                 request.prompt_tokens, request.completion_tokens, request.cache_hit_tokens,
+                 request.cache_miss_tokens, request.latency_ms, request.outcome, request.error,
+                 now),
+            ).fetchone()  # fmt: skip
+            assert row is not None
+            return ModelRequest(**request.model_dump(), id=int(row[0]), created_at=now)
+
+        return self._transact(work)
+
+    def list_model_requests(
+        self, ns: str, session_id: str | None = None, limit: int = 1000
+    ) -> list[ModelRequest]:
         with self._read() as conn:
             rows = conn.execute(
-                "SELECT object_id, kind, ns, actor, reason, at, erased_triggers FROM deletions "
-                "WHERE (%s::text IS NULL OR ns = %s) ORDER BY seq DESC LIMIT %s",
-                (ns, ns, limit),
+                f"SELECT {REQUEST_COLUMNS} FROM model_requests r "
+                "JOIN agent_sessions s ON s.id = r.session_id WHERE s.ns = %s "
+                "AND (%s::text IS NULL OR r.session_id = %s) ORDER BY r.id LIMIT %s",
+                (ns, session_id, session_id, limit),
             ).fetchall()
-        return [
-            Deletion(object_id=r[0], kind=r[1], namespace=r[2], actor=r[3], reason=r[4], at=r[5],
-                     erased_triggers=r[6])
-            for r in rows
-        ]  # fmt: skip
+        return [request_from_row(row) for row in rows]
+
+    @staticmethod
+    def _require_session(conn: Conn, ns: str, session_id: str, *, lock: bool = False) -> None:
+        row = conn.execute(
+            "SELECT 1 FROM agent_sessions WHERE id = %s AND ns = %s"
+            + (" FOR UPDATE" if lock else ""),
+            (session_id, ns),
+        ).fetchone()
+        if row is None:
+            raise NotFound(str(session_id)[:100], "session")
 
 
-_TOKEN_COLUMNS = "id, ns, scope, name, created_at, revoked_at"
+def _require_session_id(session_id: str) -> None:
+    """NotFound for what no session is called, as SQLite answers (and before PostgreSQL
+    would refuse a NUL in it as bad input)."""
+    if not is_session_id(session_id):
+        raise NotFound(str(session_id)[:100], "session")

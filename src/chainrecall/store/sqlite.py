@@ -34,35 +34,30 @@ from chainrecall.history import (
 )
 from chainrecall.model import (
     Deletion,
-    Event,
-    Neighbours,
     NewTrigger,
-    Payload,
-    PayloadRef,
-    Report,
     Scope,
     SearchHit,
-    Thread,
     TokenInfo,
-    Trigger,
     Worker,
     now_iso,
 )
 from chainrecall.store.base import (
     SEARCH_TEXT_LIMIT,
     Appended,
-    Store,
     one_line,
-    report_event_summary,
     search_terms,
     worker_event_summary,
 )
 from chainrecall.store.migrations import apply_sqlite_migrations
-
-_TRIGGER_COLUMNS = (
-    "t.id, t.thread_id, t.seq, t.source, t.kind, t.summary, t.author, t.occurred_at, "
-    "t.received_at, t.dedupe_key, t.content_type, t.payload_bytes, t.prev_id, t.in_reply_to, "
-    "t.refs_json, t.deleted_at, (SELECT n.id FROM triggers n WHERE n.prev_id = t.id) AS next_id"
+from chainrecall.store.sql import (
+    REQUEST_COLUMNS,
+    SESSION_COLUMNS,
+    TOKEN_COLUMNS,
+    SQLStore,
+    message_from_row,
+    request_from_row,
+    session_from_row,
+    token_from_row,
 )
 
 
@@ -80,7 +75,7 @@ def _translated() -> Iterator[None]:
         ) from exc
 
 
-class SQLiteStore(Store):
+class SQLiteStore(SQLStore):
     def __init__(self, path: str, *, synchronous: str = "FULL") -> None:
         self.url = path
         self.path = path
@@ -104,6 +99,9 @@ class SQLiteStore(Store):
             conn.execute(f"PRAGMA synchronous = {self._synchronous}")
             conn.execute("PRAGMA foreign_keys = ON")
             conn.execute("PRAGMA busy_timeout = 30000")
+            # 64 MiB of page cache per connection (the default is 2 MiB): random-ID primary
+            # keys spread inserts and lookups over the whole index of a large store.
+            conn.execute("PRAGMA cache_size = -65536")
             self._local.conn = conn
             with self._lock:
                 self._connections.append(conn)
@@ -356,128 +354,6 @@ class SQLiteStore(Store):
         return self.get_worker(ns, worker_id)
 
     # -- reads ---------------------------------------------------------------
-    def resolve_alias(self, ns: str, alias: str) -> str | None:
-        with self._read() as conn:
-            row = conn.execute(
-                "SELECT object_id FROM aliases WHERE ns = ? AND alias = ?", (ns, alias)
-            ).fetchone()
-        return None if row is None else str(row[0])
-
-    def get_trigger(self, ns: str, trigger_id: str) -> Trigger:
-        with self._read() as conn:
-            return self._trigger(conn, ns, trigger_id)
-
-    def _trigger(self, conn: sqlite3.Connection, ns: str, trigger_id: str) -> Trigger:
-        row = conn.execute(
-            f"SELECT {_TRIGGER_COLUMNS} FROM triggers t WHERE t.id = ? AND t.ns = ?",
-            (trigger_id, ns),
-        ).fetchone()
-        if row is None:
-            raise NotFound(trigger_id, "trigger")
-        return trigger_from_row(row)
-
-    def get_payload(self, ns: str, trigger_id: str) -> Payload:
-        with self._read() as conn:
-            row = conn.execute(
-                "SELECT t.content_type, t.deleted_at, p.data FROM triggers t "
-                "LEFT JOIN payloads p ON p.trigger_id = t.id WHERE t.id = ? AND t.ns = ?",
-                (trigger_id, ns),
-            ).fetchone()
-        if row is None:
-            raise NotFound(trigger_id, "trigger")
-        if row[1] is not None or row[2] is None:
-            raise Gone(trigger_id, row[1])
-        return Payload(content_type=row[0], data=bytes(row[2]))
-
-    def get_thread(self, ns: str, thread_id: str) -> Thread:
-        with self._read() as conn:
-            row = conn.execute(
-                f"SELECT {_THREAD_COLUMNS} FROM threads WHERE id = ? AND ns = ?", (thread_id, ns)
-            ).fetchone()
-            if row is None:
-                raise NotFound(thread_id, "thread")
-            return self._thread_record(conn, row)
-
-    def find_thread(self, ns: str, key: str) -> Thread:
-        with self._read() as conn:
-            row = conn.execute(
-                f"SELECT {_THREAD_COLUMNS} FROM threads WHERE ns = ? AND key = ?", (ns, key)
-            ).fetchone()
-            if row is None:
-                raise NotFound(key, "thread with key")
-            return self._thread_record(conn, row)
-
-    def _thread_record(self, conn: sqlite3.Connection, row: Sequence[Any]) -> Thread:
-        if row[10] is not None:
-            raise Gone(row[0], row[10])
-        owners = [
-            r[0]
-            for r in conn.execute(
-                "SELECT worker_id FROM worker_threads WHERE thread_id = ? ORDER BY rowid",
-                (row[0],),
-            )
-        ]
-        return thread_from_row(row, owners)
-
-    def list_threads(self, ns: str, limit: int) -> list[Thread]:
-        with self._read() as conn:
-            rows = conn.execute(
-                f"SELECT {_THREAD_COLUMNS} FROM threads WHERE ns = ? AND deleted_at IS NULL "
-                "ORDER BY last_activity_at DESC, rowid DESC LIMIT ?",
-                (ns, limit),
-            ).fetchall()
-            return [self._thread_record(conn, row) for row in rows]
-
-    def get_worker(self, ns: str, worker_id: str) -> Worker:
-        with self._read() as conn:
-            row = conn.execute(
-                "SELECT id, task, status, started_at, updated_at, deleted_at FROM workers "
-                "WHERE id = ? AND ns = ?",
-                (worker_id, ns),
-            ).fetchone()
-            if row is None:
-                raise NotFound(worker_id, "worker")
-            if row[5] is not None:
-                raise Gone(worker_id, row[5])
-            thread_ids = [
-                r[0]
-                for r in conn.execute(
-                    "SELECT thread_id FROM worker_threads WHERE worker_id = ? ORDER BY pos",
-                    (worker_id,),
-                )
-            ]
-            reports = [
-                Report(n=r[0], summary=r[1], body=r[2], status=r[3], refs=json.loads(r[4]), at=r[5])
-                for r in conn.execute(
-                    "SELECT n, summary, body, status, refs_json, at FROM reports "
-                    "WHERE worker_id = ? ORDER BY n",
-                    (worker_id,),
-                )
-            ]
-        return Worker(
-            id=row[0], thread_ids=thread_ids, task=row[1], status=row[2], started_at=row[3],
-            updated_at=row[4], report=reports[-1] if reports else None,
-            earlier_reports=reports[:-1],
-        )  # fmt: skip
-
-    def list_events(
-        self, ns: str, thread_id: str, after_seq: int, limit: int
-    ) -> tuple[list[Event], bool]:
-        with self._read() as conn:
-            rows = conn.execute(
-                "SELECT e.seq, e.object_id, e.kind, e.at, tr.summary, tr.deleted_at, "
-                "w.task, r.status, r.summary "
-                "FROM events e "
-                "LEFT JOIN triggers tr ON e.kind = 'trigger' AND tr.id = e.object_id "
-                "LEFT JOIN workers w ON e.kind = 'worker' AND w.id = e.object_id "
-                "LEFT JOIN reports r ON e.kind = 'report' AND r.worker_id = e.object_id "
-                "AND r.n = e.report_n "
-                "WHERE e.thread_id = ? AND e.seq > ? ORDER BY e.seq LIMIT ?",
-                (thread_id, after_seq, limit + 1),
-            ).fetchall()
-        events = [event_from_row(row) for row in rows[:limit]]
-        return events, len(rows) > limit
-
     def search(self, ns: str, query: str, limit: int) -> list[SearchHit]:
         terms = search_terms(query)
         if not terms:
@@ -520,27 +396,9 @@ class SQLiteStore(Store):
                 (token_id, ns, scope, name, token_hash, now_iso()),
             )
             row = conn.execute(
-                f"SELECT {_TOKEN_COLUMNS} FROM tokens WHERE id = ?", (token_id,)
+                f"SELECT {TOKEN_COLUMNS} FROM tokens WHERE id = ?", (token_id,)
             ).fetchone()
         return token_from_row(row)
-
-    def find_token(self, token_hash: str) -> TokenInfo | None:
-        with self._read() as conn:
-            row = conn.execute(
-                f"SELECT {_TOKEN_COLUMNS} FROM tokens WHERE token_hash = ? AND revoked_at IS NULL",
-                (token_hash,),
-            ).fetchone()
-        return None if row is None else token_from_row(row)
-
-    def has_tokens(self) -> bool:
-        with self._read() as conn:
-            row = conn.execute("SELECT 1 FROM tokens WHERE revoked_at IS NULL LIMIT 1").fetchone()
-        return row is not None
-
-    def list_tokens(self) -> list[TokenInfo]:
-        with self._read() as conn:
-            rows = conn.execute(f"SELECT {_TOKEN_COLUMNS} FROM tokens ORDER BY created_at, id")
-            return [token_from_row(row) for row in rows]
 
     def revoke_token(self, token_id: str) -> TokenInfo:
         with self._write() as conn:
@@ -551,7 +409,7 @@ class SQLiteStore(Store):
             if cur.rowcount == 0:
                 raise NotFound(token_id, "token")
             row = conn.execute(
-                f"SELECT {_TOKEN_COLUMNS} FROM tokens WHERE id = ?", (token_id,)
+                f"SELECT {TOKEN_COLUMNS} FROM tokens WHERE id = ?", (token_id,)
             ).fetchone()
         return token_from_row(row)
 
@@ -562,13 +420,6 @@ class SQLiteStore(Store):
                 "ON CONFLICT (ns, source) DO UPDATE SET secret = excluded.secret",
                 (ns, source, secret, now_iso()),
             )
-
-    def webhook_secrets(self, source: str) -> list[tuple[str, str]]:
-        with self._read() as conn:
-            rows = conn.execute(
-                "SELECT ns, secret FROM webhook_secrets WHERE source = ? ORDER BY ns", (source,)
-            )
-            return [(str(r[0]), str(r[1])) for r in rows]
 
     # -- deletion and retention ------------------------------------------------
     def delete_trigger(self, ns: str, trigger_id: str, *, actor: str, reason: str) -> Deletion:
@@ -674,30 +525,6 @@ class SQLiteStore(Store):
             erased_triggers=erased,
         )  # fmt: skip
 
-    def triggers_received_before(
-        self, ns: str | None, cutoff: str, limit: int
-    ) -> list[tuple[str, str]]:
-        with self._read() as conn:
-            rows = conn.execute(
-                "SELECT ns, id FROM triggers WHERE received_at < ? AND deleted_at IS NULL "
-                "AND (? IS NULL OR ns = ?) ORDER BY received_at, id LIMIT ?",
-                (cutoff, ns, ns, limit),
-            ).fetchall()
-        return [(str(r[0]), str(r[1])) for r in rows]
-
-    def list_deletions(self, ns: str | None, limit: int) -> list[Deletion]:
-        with self._read() as conn:
-            rows = conn.execute(
-                "SELECT object_id, kind, ns, actor, reason, at, erased_triggers FROM deletions "
-                "WHERE (? IS NULL OR ns = ?) ORDER BY seq DESC LIMIT ?",
-                (ns, ns, limit),
-            ).fetchall()
-        return [
-            Deletion(object_id=r[0], kind=r[1], namespace=r[2], actor=r[3], reason=r[4], at=r[5],
-                     erased_triggers=r[6])
-            for r in rows
-        ]  # fmt: skip
-
     # -- agent history -------------------------------------------------------
     def create_session(
         self, ns: str, *, kind: SessionKind, model: str,
@@ -722,7 +549,7 @@ class SQLiteStore(Store):
     def get_session(self, ns: str, session_id: str) -> AgentSession:
         with self._read() as conn:
             row = conn.execute(
-                f"SELECT {_SESSION_COLUMNS} FROM agent_sessions WHERE id = ? AND ns = ?",
+                f"SELECT {SESSION_COLUMNS} FROM agent_sessions WHERE id = ? AND ns = ?",
                 (session_id, ns),
             ).fetchone()
         if row is None:
@@ -737,7 +564,7 @@ class SQLiteStore(Store):
         worker_id: str | None = None,
         limit: int = 100,
     ) -> list[AgentSession]:
-        query = f"SELECT {_SESSION_COLUMNS} FROM agent_sessions WHERE ns = ?"
+        query = f"SELECT {SESSION_COLUMNS} FROM agent_sessions WHERE ns = ?"
         params: list[Any] = [ns]
         if kind is not None:
             query += " AND kind = ?"
@@ -833,7 +660,7 @@ class SQLiteStore(Store):
         self, ns: str, session_id: str | None = None, limit: int = 1000
     ) -> list[ModelRequest]:
         query = (
-            f"SELECT {_REQUEST_COLUMNS} FROM model_requests r "
+            f"SELECT {REQUEST_COLUMNS} FROM model_requests r "
             "JOIN agent_sessions s ON s.id = r.session_id WHERE s.ns = ?"
         )
         params: list[Any] = [ns]
@@ -852,91 +679,3 @@ class SQLiteStore(Store):
         ).fetchone()
         if row is None:
             raise NotFound(str(session_id)[:100], "session")
-
-
-_TOKEN_COLUMNS = "id, ns, scope, name, created_at, revoked_at"
-
-
-def token_from_row(row: Sequence[Any]) -> TokenInfo:
-    return TokenInfo(
-        id=row[0], namespace=row[1], scope=row[2], name=row[3], created_at=row[4],
-        revoked_at=row[5],
-    )  # fmt: skip
-
-
-_THREAD_COLUMNS = (
-    "id, key, title, summary, status, event_count, created_at, first_activity_at, "
-    "last_activity_at, last_trigger_id, deleted_at"
-)
-
-
-def thread_from_row(row: Sequence[Any], owners: list[str]) -> Thread:
-    return Thread(
-        id=row[0], key=row[1], title=row[2], summary=row[3], status=row[4], event_count=row[5],
-        owner_workers=owners, created_at=row[6], first_activity_at=row[7],
-        last_activity_at=row[8],
-    )  # fmt: skip
-
-
-def trigger_from_row(row: Sequence[Any]) -> Trigger:
-    (tid, thread_id, seq, source, kind, summary, author, occurred_at, received_at, dedupe_key,
-     content_type, payload_bytes, prev_id, in_reply_to, refs_json, deleted_at, next_id) = row  # fmt: skip
-    if deleted_at is not None:
-        raise Gone(tid, deleted_at)
-    return Trigger(
-        id=tid, thread_id=thread_id, seq=seq, source=source, kind=kind, summary=summary,
-        author=author, occurred_at=occurred_at, received_at=received_at, dedupe_key=dedupe_key,
-        payload=PayloadRef(href=f"/triggers/{tid}/payload", content_type=content_type,
-                           bytes=payload_bytes),
-        neighbours=Neighbours(prev=prev_id, next=next_id), in_reply_to=in_reply_to,
-        refs=json.loads(refs_json),
-    )  # fmt: skip
-
-
-def event_from_row(row: Sequence[Any]) -> Event:
-    seq, object_id, kind, at, trg_summary, trg_deleted, task, rep_status, rep_summary = row
-    if kind == "trigger":
-        deleted = trg_deleted is not None
-        summary = None if deleted else trg_summary
-    elif kind == "worker":
-        deleted, summary = task is None, (worker_event_summary(task) if task is not None else None)
-    else:
-        deleted = rep_summary is None
-        summary = None if deleted else report_event_summary(rep_status, rep_summary)
-    return Event(seq=seq, id=object_id, kind=kind, at=at, summary=summary, deleted=deleted)
-
-
-_SESSION_COLUMNS = "id, kind, worker_id, thread_id, model, status, created_at, updated_at"
-_REQUEST_COLUMNS = (
-    "r.id, r.session_id, r.model, r.message_count, r.bytes_sent, r.prompt_tokens, "
-    "r.completion_tokens, r.cache_hit_tokens, r.cache_miss_tokens, r.latency_ms, r.outcome, "
-    "r.error, r.created_at"
-)
-
-
-def session_from_row(row: Sequence[Any]) -> AgentSession:
-    sid, kind, worker_id, thread_id, model, status, created_at, updated_at = row
-    return AgentSession(
-        id=sid, kind=kind, worker_id=worker_id, thread_id=thread_id, model=model,
-        status=status, created_at=created_at, updated_at=updated_at,
-    )  # fmt: skip
-
-
-def message_from_row(row: Sequence[Any]) -> AgentMessage:
-    session_id, position, role, content, tool_calls, tool_call_id, name, size, created_at = row
-    return AgentMessage(
-        session_id=session_id, position=position, role=role, content=content,
-        tool_calls=json.loads(tool_calls) if tool_calls else None, tool_call_id=tool_call_id,
-        name=name, bytes=size, created_at=created_at,
-    )  # fmt: skip
-
-
-def request_from_row(row: Sequence[Any]) -> ModelRequest:
-    (rid, session_id, model, message_count, bytes_sent, prompt_tokens, completion_tokens,
-     cache_hit, cache_miss, latency_ms, outcome, error, created_at) = row  # fmt: skip
-    return ModelRequest(
-        id=rid, session_id=session_id, model=model, message_count=message_count,
-        bytes_sent=bytes_sent, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-        cache_hit_tokens=cache_hit, cache_miss_tokens=cache_miss, latency_ms=latency_ms,
-        outcome=outcome, error=error, created_at=created_at,
-    )  # fmt: skip
