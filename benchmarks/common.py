@@ -45,15 +45,34 @@ class Mode:
     ingest_single: int  # sequential single POSTs
     ingest_batches: int  # batches of 1000 (HTTP batch, and record_triggers)
     page_repeats: int
+    webhook_sequential: int = 60  # sequential signed POST /webhooks/github deliveries
+    import_jsonl: int = 2000  # triggers in the generated JSONL file `chainrecall import` reads
+    import_github: int = 200  # deliveries in the generated github-dir folder
+    context_repeats: int = 100  # build_context calls (and GET /context requests) per size
+    stream_turns: int = 60  # turns of the replayed stream the strategies are compared over
+    # Whether webhooks, bulk import and GET /context run on every size or only on the
+    # largest: a server start costs seconds, and the quick run must stay short.
+    every_size: bool = True
 
     @property
     def largest(self) -> int:
         return max(self.sizes)
 
 
-QUICK = Mode("quick", (1000, 5000), 300, 1.0, 1, 2000, 60, 1, 30)
-FULL = Mode("full", (1000, 100_000, 1_000_000), 2000, 4.0, 3, 10_000, 500, 5, 200)
-TINY = Mode("tiny", (1000,), 40, 0.5, 1, 200, 10, 1, 5)  # the pytest smoke test
+QUICK = Mode(
+    "quick", (1000, 5000), 300, 1.0, 1, 2000, 60, 1, 30,
+    import_jsonl=1000, import_github=120, context_repeats=60, stream_turns=100, every_size=False,
+)  # fmt: skip
+FULL = Mode(
+    "full", (1000, 100_000, 1_000_000), 2000, 4.0, 3, 10_000, 500, 5, 200,
+    webhook_sequential=500, import_jsonl=20_000, import_github=2000, context_repeats=300,
+    stream_turns=1000,
+)  # fmt: skip
+# The pytest smoke test.
+TINY = Mode(
+    "tiny", (1000,), 40, 0.5, 1, 200, 10, 1, 5,
+    webhook_sequential=8, import_jsonl=50, import_github=16, context_repeats=5, stream_turns=12,
+)  # fmt: skip
 
 
 @dataclass
@@ -74,11 +93,12 @@ class Target:
 
     name: str
     value: float
-    goal: float  # met when value >= goal
+    goal: float  # met when value >= goal (value <= goal with at_most)
+    at_most: bool = False
 
     @property
     def met(self) -> bool:
-        return self.value >= self.goal
+        return self.value <= self.goal if self.at_most else self.value >= self.goal
 
 
 @dataclass
@@ -101,8 +121,9 @@ class Section:
             parts.append("")
             for target in self.targets:
                 verdict = "met" if target.met else "**missed**"
+                sign = "<=" if target.at_most else ">="
                 parts.append(
-                    f"- {target.name}: {target.value:.2f} (goal >= {target.goal:.2f}): {verdict}"
+                    f"- {target.name}: {target.value:.2f} (goal {sign} {target.goal:.2f}): {verdict}"
                 )
             parts.append("")
         parts += [f"- {note}" for note in self.notes]
@@ -131,6 +152,14 @@ def ms(seconds: float) -> str:
 
 def rate(value: float) -> str:
     return f"{value:,.0f}"
+
+
+def load_note() -> str:
+    """The machine's load as a section starts: `--only` reruns a section at another time
+    than the report's header says, on a machine that may be busier or idler."""
+    if not hasattr(os, "getloadavg"):
+        return "load average: not available on this system"
+    return f"load average {os.getloadavg()[0]:.1f} when this section started"
 
 
 def size_label(size: int) -> str:
@@ -204,12 +233,12 @@ class Served:
                 self.proc.wait(timeout=15)
 
 
-def chainrecall_server(db: str, workers: int = 1) -> Served:
-    """`python -m chainrecall serve [--workers N]`, as a user starts it."""
+def chainrecall_server(db: str, *options: str, workers: int = 1) -> Served:
+    """`python -m chainrecall serve [--workers N] [options]`, as a user starts it."""
     port = free_port()
     argv = [
         sys.executable, "-m", "chainrecall", "serve", "--db", db, "--port", str(port),
-        "--log-level", "warning", "--workers", str(workers),
+        "--log-level", "warning", "--workers", str(workers), *options,
     ]  # fmt: skip
     return Served(f"chainrecall serve --workers {workers}", argv, port)
 
@@ -272,6 +301,36 @@ request = function()
 end
 """
 
+# Signed GitHub deliveries: each line of the items file is "event<TAB>signature<TAB>body".
+# The signature covers the body only, so a body can be resent under a fresh delivery GUID.
+_WRK_GITHUB_DELIVERIES = """
+local items = {}
+for line in io.lines(os.getenv("BENCH_IDS_FILE")) do
+  local first = string.find(line, "\t", 1, true)
+  if first then
+    local second = string.find(line, "\t", first + 1, true)
+    items[#items + 1] = {
+      string.sub(line, 1, first - 1), string.sub(line, first + 1, second - 1),
+      string.sub(line, second + 1)}
+  end
+end
+local n = 0
+local run = os.getenv("BENCH_RUN")
+request = function()
+  n = n + 1
+  local item = items[(n - 1) % #items + 1]
+  return wrk.format("POST", "/webhooks/github", {
+    ["Content-Type"] = "application/json", ["X-GitHub-Event"] = item[1],
+    ["X-GitHub-Delivery"] = string.format("bench-%s-%d", run, n),
+    ["X-Hub-Signature-256"] = item[2]}, item[3])
+end
+"""
+_WRK_SCRIPTS = {
+    "get_ids": _WRK_GET_IDS,
+    "post_triggers": _WRK_POST_TRIGGERS,
+    "github_deliveries": _WRK_GITHUB_DELIVERIES,
+}
+
 
 def wrk_available() -> bool:
     return shutil.which("wrk") is not None
@@ -289,7 +348,13 @@ def load(
     base_url: str, workload: str, *, seconds: float, connections: int = 16,
     ids: Sequence[str] = (), run: str = "r",
 ) -> LoadResult:  # fmt: skip
-    """Drive `workload` ("get_ids" or "post_triggers") for `seconds` over `connections`."""
+    """Drive `workload` for `seconds` over `connections`.
+
+    "get_ids": GET /triggers/{id} over `ids`; "post_triggers": POST /triggers of
+    generated triggers; "github_deliveries": POST /webhooks/github of the signed
+    deliveries in `ids` ("event<TAB>signature<TAB>body" each), in turn, each
+    request under a fresh X-GitHub-Delivery GUID.
+    """
     if wrk_available():
         return _wrk_load(base_url, workload, seconds, connections, ids, run)
     return asyncio.run(_async_load(base_url, workload, seconds, connections, ids, run))
@@ -298,7 +363,7 @@ def load(
 def _wrk_load(
     base_url: str, workload: str, seconds: float, connections: int, ids: Sequence[str], run: str
 ) -> LoadResult:
-    script = {"get_ids": _WRK_GET_IDS, "post_triggers": _WRK_POST_TRIGGERS}[workload] + _WRK_DONE
+    script = _WRK_SCRIPTS[workload] + _WRK_DONE
     with tempfile.TemporaryDirectory(prefix="bench-wrk-") as tmp:
         script_path = Path(tmp) / "load.lua"
         script_path.write_text(script)
@@ -331,6 +396,7 @@ async def _async_load(
 ) -> LoadResult:
     latencies: list[float] = []
     counter = iter(range(10**12))
+    deliveries = [line.split("\t", 2) for line in ids] if workload == "github_deliveries" else []
     limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
     async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=10) as client:
         deadline = time.perf_counter() + seconds
@@ -342,6 +408,16 @@ async def _async_load(
                 if workload == "get_ids":
                     response = await client.get(f"/triggers/{ids[position % len(ids)]}")
                     position += connections
+                elif workload == "github_deliveries":
+                    n = next(counter)
+                    event, signature, body = deliveries[n % len(deliveries)]
+                    headers = {
+                        "Content-Type": "application/json", "X-GitHub-Event": event,
+                        "X-GitHub-Delivery": f"bench-{run}-{n}", "X-Hub-Signature-256": signature,
+                    }  # fmt: skip
+                    response = await client.post(
+                        "/webhooks/github", content=body.encode(), headers=headers
+                    )
                 else:
                     response = await client.post("/triggers", json=ingest_body(run, next(counter)))
                 if response.status_code >= 300:

@@ -24,11 +24,31 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from benchmarks import deep_page, fetch_embedded, fetch_http, ingest, scale
+from benchmarks import (
+    bulk_import,
+    context_assembly,
+    context_strategies,
+    deep_page,
+    fetch_embedded,
+    fetch_http,
+    ingest,
+    scale,
+    webhooks,
+)
 from benchmarks.common import FULL, QUICK, REPO, Mode, Section, Table, size_label, wrk_available
 from benchmarks.dataset import OUT_DIR, Dataset, cpu_count, postgres_datasets, sqlite_datasets
 
-MODULES: list[ModuleType] = [fetch_http, fetch_embedded, ingest, deep_page, scale]
+MODULES: list[ModuleType] = [
+    fetch_http,
+    fetch_embedded,
+    ingest,
+    deep_page,
+    scale,
+    webhooks,
+    bulk_import,
+    context_assembly,
+    context_strategies,
+]
 DOCS_REPORT = REPO / "docs" / "benchmarks.md"
 QUICK_REPORT = OUT_DIR / "benchmarks-quick.md"
 
@@ -165,11 +185,14 @@ def main(argv: list[str] | None = None) -> int:
         steps = postgres_datasets(args.db_url, list(mode.sizes), progress=log)
         datasets: list[Dataset] = []
         sections_by_size: list[list[Section]] = []
+        # A benchmark with USES_STORE = False measures its own scratch store: run it once.
+        per_size = [m for m in selected if getattr(m, "USES_STORE", True)]
         for step in steps:  # one database grows, so measure each size before growing it
             dataset = step()
             datasets.append(dataset)
-            sections_by_size.append([_run(m, [dataset], mode) for m in selected])
+            sections_by_size.append([_run(m, [dataset], mode) for m in per_size])
         sections = [_merge(parts) for parts in zip(*sections_by_size, strict=True)]
+        sections += [_run(m, datasets, mode) for m in selected if m not in per_size]
     else:
         datasets = sqlite_datasets(list(mode.sizes), fresh=args.fresh, progress=log)
         sections = [_run(m, datasets, mode) for m in selected]
