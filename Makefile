@@ -28,11 +28,19 @@ lint: setup
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy
 
+# Speed and scale (docs/benchmarks.md), then recall quality and cost: LoCoMo (about 30 min),
+# the official MCP memory server side by side (installs it from npm), the replay week.
 bench: setup
 	$(PY) -m benchmarks.run --full
+	$(PY) -m benchmarks.locomo --full
+	$(PY) -m benchmarks.peer_mcp --full
+	$(PY) -m benchmarks.replay --full
 
+# CI's smoke run: every benchmark at tiny sizes, reports under bench-out/ (docs/ untouched).
 bench-quick: setup
 	$(PY) -m benchmarks.run --quick
+	$(PY) -m benchmarks.locomo --quick --doc bench-out/benchmarks-recall-quick.md
+	$(PY) -m benchmarks.replay --quick --doc bench-out/benchmarks-replay-quick.md
 
 # The long schemathesis run (the test suite runs a short one).
 fuzz: setup
