@@ -91,3 +91,11 @@ def test_racing_appenders_get_consecutive_positions(store: Store, db_url: str) -
     assert [m.position for m in stored] == list(range(60))
     # Each append's pair stays together: a position is never interleaved inside one call.
     assert all(stored[i].content[:-1] == stored[i + 1].content[:-1] for i in range(0, 60, 2))
+
+
+def test_a_nul_in_a_message_is_kept_as_a_replacement_character_on_every_backend(
+    store: Store,
+) -> None:
+    session = store.create_session("default", kind="router", model="m")
+    store.append_messages("default", session.id, [NewMessage(role="user", content="a\x00b")])
+    assert [m.content for m in store.list_messages("default", session.id)] == ["a\ufffdb"]

@@ -15,7 +15,7 @@ import json
 import secrets
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 SessionKind = Literal["router", "worker"]
 MessageRole = Literal["system", "user", "assistant", "tool"]
@@ -67,6 +67,13 @@ class NewMessage(_Frozen):
     tool_calls: list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
     name: str | None = None
+
+    @field_validator("content")
+    @classmethod
+    def _no_nul(cls, value: str | None) -> str | None:
+        # PostgreSQL text cannot hold NUL: both backends keep U+FFFD in its place, so a
+        # session's history is the same, and is re-sent the same, on either.
+        return value.replace("\x00", "\ufffd") if value and "\x00" in value else value
 
     def wire(self) -> dict[str, Any]:
         """The message as an OpenAI-compatible chat message, keys in a fixed order."""
