@@ -574,11 +574,13 @@ def run(config: RunConfig) -> tuple[list[Row], dict[str, Any]]:
     meta: dict[str, Any] = {"embeddings": embed_note, "ingest_s": {}, "unknown_evidence": 0}
     windows = {"bm25+neighbours": 1, "hybrid+neighbours": 1}
     with tempfile.TemporaryDirectory(prefix="locomo-") as tmp, ExitStack() as stack:
-        from benchmarks.loopback import LoopbackServer
+        from benchmarks.common import chainrecall_server
 
         clients: dict[str, httpx.Client] = {}
         for conv in conversations:  # one server and store per conversation, kept for the run
-            server = stack.enter_context(LoopbackServer(Path(tmp) / f"{conv.sample_id}.db"))
+            server = stack.enter_context(
+                chainrecall_server(str(Path(tmp) / f"{conv.sample_id}.db"))
+            )
             client = stack.enter_context(httpx.Client(base_url=server.url, timeout=60))
             clients[conv.sample_id] = client
             meta["ingest_s"][conv.sample_id] = round(replay(conv, client), 2)

@@ -176,12 +176,12 @@ async def measure_peer(entry: Path, size: int, workdir: Path) -> dict[str, Any]:
 
 
 def measure_ours(size: int, workdir: Path) -> dict[str, Any]:
-    from benchmarks.loopback import LoopbackServer
+    from benchmarks.common import chainrecall_server
 
     rng = random.Random(size)
     fetch, create = Timing(), Timing()
     with (
-        LoopbackServer(workdir / f"ours-{size}.db") as server,
+        chainrecall_server(str(workdir / f"ours-{size}.db")) as server,
         httpx.Client(base_url=server.url, timeout=120) as client,
     ):
         started = time.perf_counter()

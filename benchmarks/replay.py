@@ -292,14 +292,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run(seed: int, days: int, per_day: int, command: str) -> str:
+    from benchmarks.common import chainrecall_server
     from benchmarks.locomo import BM25Index, Conversation, Turn  # the same BM25 as LoCoMo
-    from benchmarks.loopback import LoopbackServer
     from chainrecall.context import prefix_ratios, shared_prefix_ratio
     from chainrecall.context.strategies import compare_strategies
 
     work = generate(seed, days, per_day)
     by_key = {i.key: i for i in work.items}
-    with tempfile.TemporaryDirectory(prefix="replay-") as tmp, LoopbackServer(Path(tmp) / "r.db") as server, \
+    with tempfile.TemporaryDirectory(prefix="replay-") as tmp, chainrecall_server(str(Path(tmp) / "r.db")) as server, \
             httpx.Client(base_url=server.url, timeout=120) as client:  # fmt: skip
         replay(work, client)
         turns = [Turn(n, 0, i.key, i.author, i.text, None, "") for n, i in enumerate(work.items)]
