@@ -472,3 +472,14 @@ def test_search_finds_entry_points_by_summary_and_payload_text(api: httpx.Client
     assert all(h["id"] != "" for h in hits)
     assert_problem(api.get("/search"), 400, names="q")
     assert api.get("/search", params={"q": "nothing-matches-this"}).json()["items"] == []
+
+
+def test_a_body_that_is_not_sent_as_json_says_how_to_send_it(api: httpx.Client) -> None:
+    body = b'{"source": "s", "kind": "k", "thread_key": "form:key", "payload": 1}'
+    form = api.post(
+        "/triggers", content=body, headers={"content-type": "application/x-www-form-urlencoded"}
+    )
+    assert "Content-Type: application/json" in assert_problem(form, 415)["detail"]
+    empty = api.post("/triggers", headers={"content-type": "application/json"})
+    assert "empty" in assert_problem(empty, 400)["detail"]
+    assert_problem(api.get("/threads", params={"key": "form:key"}), 404)

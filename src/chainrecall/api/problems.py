@@ -139,6 +139,22 @@ def install_problem_handlers(app: FastAPI) -> None:
     async def on_validation(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
         errors = []
+        whole_body = [e for e in exc.errors() if tuple(e.get("loc", ())) == ("body",)]
+        if whole_body:
+            ctype = request.headers.get("content-type", "")
+            if "json" not in ctype:
+                return problem(
+                    415,
+                    f"the body must be JSON sent with Content-Type: application/json (got "
+                    f"{ctype or 'no Content-Type'!r}); with curl, add -H 'content-type: "
+                    "application/json'",
+                    instance=_instance(request),
+                )
+            if whole_body[0].get("type") == "missing":
+                return problem(
+                    400, "the request body is empty; send a JSON object",
+                    instance=_instance(request), slug="malformed-json",
+                )  # fmt: skip
         for err in exc.errors():
             loc = [str(p) for p in err.get("loc", ()) if p != "body"]
             if err.get("type") == "json_invalid":
