@@ -483,3 +483,25 @@ def test_a_body_that_is_not_sent_as_json_says_how_to_send_it(api: httpx.Client) 
     empty = api.post("/triggers", headers={"content-type": "application/json"})
     assert "empty" in assert_problem(empty, 400)["detail"]
     assert_problem(api.get("/threads", params={"key": "form:key"}), 404)
+
+
+def test_cited_by_lists_what_links_back_to_a_trigger(api: httpx.Client) -> None:
+    first = post_trigger(api, thread_key="t:links", payload="CI failed").json()
+    reply = post_trigger(api, thread_key="t:links", in_reply_to=first["id"]).json()
+    citing = post_trigger(api, thread_key="t:other", refs=[first["id"]]).json()
+    worker = api.post("/workers", json={"thread_id": first["thread_id"], "task": "fix"}).json()
+    api.post(
+        f"/workers/{worker['id']}/report", json={"summary": "fixed", "refs": [first["id"]]}
+    ).raise_for_status()
+    body = api.get(f"/triggers/{first['id']}/cited_by").json()
+    assert body == {
+        "id": first["id"],
+        "cited_by": sorted([reply["id"], citing["id"], worker["id"]]),
+    }
+    assert api.get(f"/triggers/{reply['id']}/cited_by").json()["cited_by"] == []
+    assert_problem(api.get("/triggers/trg_nothere1/cited_by"), 404, names="trg_nothere1")
+    api.delete(f"/triggers/{reply['id']}").raise_for_status()  # its link goes with its content
+    after = api.get(f"/triggers/{first['id']}/cited_by").json()["cited_by"]
+    assert reply["id"] not in after and citing["id"] in after
+    api.delete(f"/triggers/{first['id']}").raise_for_status()
+    assert_problem(api.get(f"/triggers/{first['id']}/cited_by"), 410)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -207,14 +208,13 @@ def test_prune_dry_run_counts_and_prune_erases(tmp_path: Path) -> None:
     db = str(tmp_path / "prune.db")
     with chainrecall.open(db) as memory:
         old, _ = memory.record_trigger(source="s", kind="k", thread_key="t", payload="old")
+    # received_at has one-second resolution: let the trigger age past a "0s" cutoff first
+    time.sleep(1.1)
     run = [sys.executable, "-m", "chainrecall", "prune", "--db", db, "--older-than", "0s"]
     dry = subprocess.run([*run, "--dry-run"], env=cli_env(), capture_output=True, text=True)
     assert "1 triggers" in dry.stdout, dry.stderr
     with chainrecall.open(db) as memory:
         assert memory.get_trigger(old.id).summary == "old"
-    import time
-
-    time.sleep(1.1)  # received_at has one-second resolution: let the trigger age past "0s"
     done = subprocess.run(run, env=cli_env(), capture_output=True, text=True)
     assert "erased 1 triggers" in done.stdout, done.stderr
     with chainrecall.open(db) as memory, pytest.raises(chainrecall.Gone):

@@ -112,6 +112,7 @@ TABLES: tuple[Table, ...] = (
         ("rowid",),
     ),
     Table("aliases", ("ns", "alias", "object_id"), ("ns", "alias")),
+    Table("citations", ("ns", "dst_id", "src_id", "rel"), ("dst_id", "src_id", "rel")),
     Table(
         "tokens",
         ("id", "ns", "scope", "name", "token_hash", "created_at", "revoked_at"),

@@ -165,6 +165,13 @@ class _Walker:
         self.triggers: dict[str, Trigger | None] = {}
         self.reports: dict[str, list[str]] = {}
 
+    def cited_by(self, trigger_id: str) -> list[str]:
+        self.calls += 1
+        try:
+            return self.memory.cited_by(trigger_id)
+        except ChainRecallError:
+            return []
+
     def trigger(self, trigger_id: str) -> Trigger | None:
         if trigger_id not in self.triggers:
             self.calls += 1
@@ -365,6 +372,14 @@ def recall(
         for linked in [trigger.in_reply_to, *trigger.refs]:
             if linked:
                 offer(linked, cand.score * LINK_WEIGHT, cand.hops + 1)
+        # Links back: what replied to or cited this trigger, and what the workers whose
+        # reports cite it cited besides ("what happened after", "what led to").
+        for citing in walker.cited_by(trigger.id):
+            if citing.startswith("trg_"):
+                offer(citing, cand.score * LINK_WEIGHT, cand.hops + 1)
+            else:
+                for ref in walker.report_refs(citing):
+                    offer(ref, cand.score * LINK_WEIGHT * LINK_WEIGHT, cand.hops + 2)
     return _pack(walker, query, candidates, budget_bytes)
 
 

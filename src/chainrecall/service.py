@@ -199,6 +199,12 @@ class Memory:
         self._require_id(trigger_id, "trigger")
         return self.store.get_trigger(self.namespace, trigger_id)
 
+    def cited_by(self, trigger_id: str) -> list[str]:
+        """What links back to a trigger: the triggers replying to or citing it, the workers
+        whose reports cite it ("what is linked to this?")."""
+        self._require_id(trigger_id, "trigger")
+        return self.store.cited_by(self.namespace, trigger_id)
+
     def get_payload(self, trigger_id: str) -> Payload:
         self._require_id(trigger_id, "trigger")
         return self.store.get_payload(self.namespace, trigger_id)

@@ -234,7 +234,11 @@ class RecallTools:
         return out
 
     def get_trigger(self, id: str) -> dict[str, Any]:
-        return self.lean_trigger(self.memory.get_trigger(_as_id(id)))
+        out = self.lean_trigger(self.memory.get_trigger(_as_id(id)))
+        cited_by = self.memory.cited_by(out["id"])
+        if cited_by:  # links back: replies, citing triggers, workers whose reports cite it
+            out["cited_by"] = cited_by
+        return out
 
     def lean_trigger(self, trigger: Trigger) -> dict[str, Any]:
         out: dict[str, Any] = {

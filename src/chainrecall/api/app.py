@@ -101,6 +101,7 @@ async def index() -> dict[str, Any]:
         "routes": [
             "GET /triggers/{id}",
             "GET /triggers/{id}/payload",
+            "GET /triggers/{id}/cited_by",
             "GET /threads?key=",
             "GET /threads/{id}",
             "GET /threads/{id}/events?cursor=&limit=",
@@ -141,6 +142,12 @@ async def get_trigger_payload(trigger_id: str, request: Request) -> Response:
     """The original payload, whole, with the content type it was stored with."""
     payload = memory(request).get_payload(trigger_id)
     return Response(payload.data, media_type=payload.content_type)
+
+
+@router.get("/triggers/{trigger_id}/cited_by", tags=["read"], responses=_problems(404, 410))
+async def get_cited_by(trigger_id: str, request: Request) -> dict[str, Any]:
+    """What links back to a trigger: replies and citing triggers, workers whose reports cite it."""
+    return {"id": trigger_id, "cited_by": memory(request).cited_by(trigger_id)}
 
 
 @router.get(

@@ -182,6 +182,10 @@ class Store(ABC):
     def get_trigger(self, ns: str, trigger_id: str) -> Trigger: ...
 
     @abstractmethod
+    def cited_by(self, ns: str, trigger_id: str) -> list[str]:
+        """The IDs of the triggers (replies, refs) and workers (reports) that cite a trigger."""
+
+    @abstractmethod
     def get_payload(self, ns: str, trigger_id: str) -> Payload: ...
 
     @abstractmethod

@@ -218,6 +218,25 @@ SQLITE_MIGRATIONS: list[str] = [
     );
     CREATE INDEX model_requests_session ON model_requests (session_id, id);
     """,
+    # 4: back-links: which triggers and workers cite a trigger ("what is linked to this?")
+    """
+    CREATE TABLE citations (
+        ns TEXT NOT NULL,
+        dst_id TEXT NOT NULL,           -- the trigger cited
+        src_id TEXT NOT NULL,           -- the trigger or worker citing it
+        rel TEXT NOT NULL,              -- reply, ref (a trigger's refs) or report
+        PRIMARY KEY (dst_id, src_id, rel)
+    ) WITHOUT ROWID;
+    INSERT OR IGNORE INTO citations (ns, dst_id, src_id, rel)
+        SELECT ns, in_reply_to, id, 'reply' FROM triggers
+        WHERE in_reply_to IS NOT NULL AND deleted_at IS NULL;
+    INSERT OR IGNORE INTO citations (ns, dst_id, src_id, rel)
+        SELECT t.ns, j.value, t.id, 'ref' FROM triggers t, json_each(t.refs_json) j
+        WHERE t.deleted_at IS NULL;
+    INSERT OR IGNORE INTO citations (ns, dst_id, src_id, rel)
+        SELECT w.ns, j.value, r.worker_id, 'report'
+        FROM reports r JOIN workers w ON w.id = r.worker_id, json_each(r.refs_json) j;
+    """,
 ]
 
 
@@ -465,6 +484,30 @@ POSTGRES_MIGRATIONS: list[str] = [
         created_at TEXT NOT NULL
     );
     CREATE INDEX model_requests_session ON model_requests (session_id, id);
+    """,
+    # 4: back-links, as SQLite's 4
+    """
+    CREATE TABLE citations (
+        ns TEXT NOT NULL,
+        dst_id TEXT NOT NULL,
+        src_id TEXT NOT NULL,
+        rel TEXT NOT NULL,
+        PRIMARY KEY (dst_id, src_id, rel)
+    );
+    INSERT INTO citations (ns, dst_id, src_id, rel)
+        SELECT ns, in_reply_to, id, 'reply' FROM triggers
+        WHERE in_reply_to IS NOT NULL AND deleted_at IS NULL
+        ON CONFLICT DO NOTHING;
+    INSERT INTO citations (ns, dst_id, src_id, rel)
+        SELECT t.ns, j.value, t.id, 'ref'
+        FROM triggers t, jsonb_array_elements_text(t.refs_json::jsonb) AS j (value)
+        WHERE t.deleted_at IS NULL
+        ON CONFLICT DO NOTHING;
+    INSERT INTO citations (ns, dst_id, src_id, rel)
+        SELECT w.ns, j.value, r.worker_id, 'report'
+        FROM reports r JOIN workers w ON w.id = r.worker_id,
+             jsonb_array_elements_text(r.refs_json::jsonb) AS j (value)
+        ON CONFLICT DO NOTHING;
     """,
 ]
 

@@ -239,6 +239,9 @@ class PostgresStore(SQLStore):
         conn.execute(
             "INSERT INTO payloads (trigger_id, data) VALUES (%s, %s)", (trigger_id, item.payload)
         )
+        self._cite(
+            conn, ns, trigger_id, [(item.in_reply_to, "reply")] + [(r, "ref") for r in item.refs]
+        )
         conn.execute(
             "INSERT INTO events (thread_id, seq, kind, object_id, at) "
             "VALUES (%s, %s, 'trigger', %s, %s)",
@@ -399,6 +402,7 @@ class PostgresStore(SQLStore):
                 "VALUES (%s, %s, %s, %s, %s, %s, %s)",
                 (worker_id, n, summary, body, status, json.dumps(list(refs)), now),
             )
+            self._cite(conn, ns, worker_id, [(r, "report") for r in refs])
             conn.execute(
                 "UPDATE workers SET report_count = %s, status = %s, updated_at = %s WHERE id = %s",
                 (n, status, now, worker_id),
@@ -558,6 +562,7 @@ class PostgresStore(SQLStore):
         )
         conn.execute("DELETE FROM payloads WHERE trigger_id = %s", (trigger_id,))
         conn.execute("DELETE FROM aliases WHERE object_id = %s", (trigger_id,))
+        self._uncite(conn, trigger_id)
         self._unindex(conn, trigger_id)
         # The thread's title and summary may be copies of this trigger's summary.
         thread = conn.execute(

@@ -47,7 +47,40 @@ class SQLStore(Store):
         """Run one statement written with `?` placeholders; answers the cursor."""
         return conn.execute(sql, params)
 
+    def _cite(
+        self, conn: Any, ns: str, src_id: str, cited: Sequence[tuple[str | None, str]]
+    ) -> None:
+        """Record back-links from `src_id` to the triggers it cites, in the caller's transaction."""
+        for dst_id, rel in cited:
+            if dst_id:
+                self._exec(
+                    conn,
+                    "INSERT INTO citations (ns, dst_id, src_id, rel) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT DO NOTHING",
+                    (ns, dst_id, src_id, rel),
+                )
+
+    def _uncite(self, conn: Any, src_id: str) -> None:
+        self._exec(conn, "DELETE FROM citations WHERE src_id = ?", (src_id,))
+
     # -- reads -----------------------------------------------------------------
+    def cited_by(self, ns: str, trigger_id: str) -> list[str]:
+        with self._read() as conn:
+            exists = self._exec(
+                conn, "SELECT deleted_at FROM triggers WHERE id = ? AND ns = ?", (trigger_id, ns)
+            ).fetchone()
+            if exists is None:
+                raise NotFound(trigger_id, "trigger")
+            if exists[0] is not None:
+                raise Gone(trigger_id, exists[0])
+            rows = self._exec(
+                conn,
+                f"SELECT src_id FROM citations WHERE dst_id = ? AND ns = ? "
+                f"GROUP BY src_id ORDER BY src_id {self.BINARY}",
+                (trigger_id, ns),
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
     def resolve_alias(self, ns: str, alias: str) -> str | None:
         with self._read() as conn:
             row = self._exec(

@@ -190,6 +190,9 @@ class SQLiteStore(SQLStore):
         conn.execute(
             "INSERT INTO payloads (trigger_id, data) VALUES (?, ?)", (trigger_id, item.payload)
         )
+        self._cite(
+            conn, ns, trigger_id, [(item.in_reply_to, "reply")] + [(r, "ref") for r in item.refs]
+        )
         conn.execute(
             "INSERT INTO events (thread_id, seq, kind, object_id, at) VALUES (?, ?, 'trigger', ?, ?)",
             (thread["id"], seq, trigger_id, now),
@@ -334,6 +337,7 @@ class SQLiteStore(SQLStore):
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (worker_id, n, summary, body, status, json.dumps(list(refs)), now),
             )
+            self._cite(conn, ns, worker_id, [(r, "report") for r in refs])
             conn.execute(
                 "UPDATE workers SET report_count = ?, status = ?, updated_at = ? WHERE id = ?",
                 (n, status, now, worker_id),
@@ -474,6 +478,7 @@ class SQLiteStore(SQLStore):
         )
         conn.execute("DELETE FROM payloads WHERE trigger_id = ?", (trigger_id,))
         conn.execute("DELETE FROM aliases WHERE object_id = ?", (trigger_id,))
+        self._uncite(conn, trigger_id)
         self._unindex(conn, trigger_id)
         # The thread's title and summary may be copies of this trigger's summary.
         key, title, thread_summary = conn.execute(
