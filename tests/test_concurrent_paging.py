@@ -26,9 +26,10 @@ DEADLINE_S = 90
 
 pytestmark = pytest.mark.slow
 
-# fork: the children start in milliseconds with everything imported. Each child opens
-# its own store; the pool is created before the parent opens any, so none is inherited.
-_fork = multiprocessing.get_context("fork")
+# forkserver, not fork: the test process has threads (pytest-xdist's, the drivers'), and a
+# child forked from it can inherit a lock held by one of them and hang at the barrier. The
+# fork server is a fresh single-threaded process; each child opens its own store.
+_fork = multiprocessing.get_context("forkserver")
 _start: Barrier | None = None
 
 
