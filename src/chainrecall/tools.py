@@ -105,7 +105,8 @@ TOOL_SPECS: list[dict[str, Any]] = [
     ),
     _spec(
         "get_trigger",
-        "One inbound event: source, kind, summary, thread, neighbours and payload size.",
+        "One inbound event: source, kind, summary, thread, neighbours, payload size, and "
+        "cited_by: the triggers and workers that link back to it.",
         {"id": _ID},
         ["id"],
     ),
