@@ -62,11 +62,6 @@ def server_config_from_env(db: str | None = None) -> ServerConfig:
     )
 
 
-def env_value(name: str) -> str | None:
-    """One environment variable (for shells that need a value this module does not model)."""
-    return os.environ.get(name) or None
-
-
 # -- the harness's model endpoint --------------------------------------------
 # Provider variables tried after CHAINRECALL_API_KEY, in order; a DeepSeek URL
 # prefers DEEPSEEK_API_KEY so that a shell with both keys set picks the right one.

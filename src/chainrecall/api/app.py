@@ -236,17 +236,13 @@ async def recall_endpoint(
 # -- writing ---------------------------------------------------------------------
 
 
-def _trigger_kwargs(body: TriggerIn) -> dict[str, Any]:
-    return body.model_dump()
-
-
 @router.post(
     "/triggers", tags=["write"], status_code=201, response_model=Trigger,
     response_class=Response, responses={200: {"model": Trigger}, **_problems(400, 413, 422)},
 )  # fmt: skip
 def post_trigger(body: TriggerIn, request: Request) -> Response:
     """Record one inbound event. A repeated dedupe_key answers 200 with the first record."""
-    trigger, created = memory(request).record_trigger(**_trigger_kwargs(body))
+    trigger, created = memory(request).record_trigger(**body.model_dump())
     return record_response(
         trigger, 201 if created else 200, headers={"Location": f"/triggers/{trigger.id}"}
     )
@@ -259,7 +255,7 @@ def post_trigger(body: TriggerIn, request: Request) -> Response:
 def post_trigger_batch(body: TriggerBatchIn, request: Request) -> Response:
     """Record many triggers in one transaction: all are stored, or none (bulk ingest)."""
     mem = memory(request)
-    items = [mem.new_trigger(**_trigger_kwargs(item)) for item in body.items]
+    items = [mem.new_trigger(**item.model_dump()) for item in body.items]
     results = mem.record_triggers(items)
     out = ",".join(
         f'{{"status":{201 if created else 200},"trigger":{trigger.model_dump_json()}}}'

@@ -12,7 +12,6 @@ from chainrecall.context import build_context
 from chainrecall.service import Memory
 
 DEFAULT_CONTEXT_BUDGET = 4096
-INDEX_THREADS = 40
 
 
 def trigger_header(memory: Memory, trigger_id: str) -> str:
@@ -37,16 +36,3 @@ def router_context_text(
     header = trigger_header(memory, trigger_id) + "\n"
     room = max(0, budget_bytes - len(header.encode("utf-8")))
     return header + build_context(memory, trigger_id=trigger_id, budget_bytes=room).text
-
-
-def fit_lines(lines: list[str], budget_bytes: int) -> str:
-    """As many whole lines, in order, as fit in `budget_bytes` (the first line always)."""
-    kept: list[str] = []
-    used = 0
-    for line in lines:
-        size = len(line.encode("utf-8")) + 1
-        if kept and used + size > budget_bytes:
-            break
-        kept.append(line)
-        used += size
-    return "\n".join(kept)
